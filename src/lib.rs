@@ -1,0 +1,30 @@
+//! soulmem: a persistent, fast and explainable long-term memory for AI agents.
+//!
+//! An embedded engine on [redb] that re-creates the memory system of soul-protocol
+//! 0.4.0: the `observe` write path (sentiment, significance, episodic memories,
+//! heuristic facts with dedup, conflicts and contradictions, a knowledge graph) and
+//! the `recall` read path (index-driven candidates, ACT-R activation ranking, filters,
+//! and a trace explaining each result).
+//!
+//! Folders follow the data: `model/` (types), `text/` (tokenizer), `storage/` (redb
+//! schema and indexes), `write/` (observe), `read/` (recall), `formats/` (`.soul`).
+#![deny(missing_docs)]
+#![deny(clippy::unwrap_used)]
+
+mod error;
+pub mod model;
+mod profile;
+pub mod text;
+
+pub use error::{Error, Result};
+pub use model::{
+    MemoryCategory, MemoryEntry, MemoryType, SignificanceScore, SomaticMarker, Timestamp,
+    Visibility,
+};
+pub use profile::Profile;
+
+/// The domain used when none is given.
+pub const DEFAULT_DOMAIN: &str = "default";
+
+/// The largest memory content accepted, in bytes (1 MiB).
+pub const MAX_CONTENT_BYTES: usize = 1 << 20;

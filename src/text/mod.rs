@@ -1,0 +1,10 @@
+//! Text analysis shared by the write and read paths: the reference's tokenizer and
+//! synonym groups. Index keys are built from this output, so any change to it bumps
+//! [`TOKENIZER_VERSION`] and the store's schema.
+
+mod tokenize;
+
+pub use tokenize::{
+    TOKENIZER_VERSION, expand_synonyms, relevance_score, synonyms_of, tokenize, tokenize_dedup,
+    tokenize_list,
+};

@@ -1,0 +1,128 @@
+//! soul-protocol 0.4.0's `search.tokenize`, its synonym groups and `relevance_score`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::LazyLock;
+
+/// Version of the tokenizer's output; stored with the schema.
+pub const TOKENIZER_VERSION: u32 = 1;
+
+/// The reference's synonym groups (programming and tech terms).
+const SYNONYM_GROUPS: &[&[&str]] = &[
+    &["database", "sql", "postgresql", "postgres", "mysql", "sqlite", "mongo", "mongodb"],
+    &["javascript", "typescript"],
+    &["python", "pip"],
+    &["frontend", "client", "browser"],
+    &["backend", "server"],
+    &["api", "rest", "endpoint"],
+    &["test", "testing", "pytest", "unittest"],
+    &["deploy", "deployment", "shipping"],
+    &["container", "docker", "kubernetes"],
+    &["auth", "authentication", "login"],
+    &["config", "configuration", "settings"],
+    &["error", "exception", "bug"],
+    &["async", "asynchronous", "await"],
+    &["func", "function", "method"],
+    &["repo", "repository", "git"],
+    &["dependency", "dependencies", "package", "packages"],
+    &["http", "https", "request", "response"],
+    &["cli", "command", "terminal"],
+];
+
+static SYNONYMS: LazyLock<HashMap<&'static str, &'static [&'static str]>> = LazyLock::new(|| {
+    // No term is in two groups, so each group maps to itself.
+    let mut map = HashMap::new();
+    for group in SYNONYM_GROUPS {
+        for term in *group {
+            map.insert(*term, *group);
+        }
+    }
+    map
+});
+
+/// The synonym group of `token` (including itself), if it has one.
+#[must_use]
+pub fn synonyms_of(token: &str) -> Option<&'static [&'static str]> {
+    SYNONYMS.get(token).copied()
+}
+
+/// Adds every synonym of every token to the set.
+#[must_use]
+pub fn expand_synonyms(tokens: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut out = tokens.clone();
+    for t in tokens {
+        if let Some(group) = synonyms_of(t) {
+            out.extend(group.iter().map(|s| (*s).to_owned()));
+        }
+    }
+    out
+}
+
+fn is_separator(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '/' | '_' | '.' | '\\' | '-')
+}
+
+/// The tokens of `text` in order, duplicates kept: lower-cased, split on white space and
+/// `/ _ . \ -`, every character but `a`–`z` removed, shorter than `min_length` dropped.
+#[must_use]
+pub fn tokenize_list(text: &str, min_length: usize) -> Vec<String> {
+    let lower = text.to_lowercase();
+    lower
+        .split(is_separator)
+        .map(|w| w.chars().filter(char::is_ascii_lowercase).collect::<String>())
+        .filter(|w| w.len() >= min_length)
+        .collect()
+}
+
+/// The reference's `tokenize(text)`: the set of tokens of at least 3 letters.
+#[must_use]
+pub fn tokenize(text: &str) -> BTreeSet<String> {
+    tokenize_list(text, 3).into_iter().collect()
+}
+
+/// Two-letter words the dedup tokenizer drops.
+const DEDUP_STOP_WORDS: &[&str] = &[
+    "am", "an", "as", "at", "be", "by", "do", "he", "if", "in", "is", "it", "me", "my", "no", "of",
+    "on", "or", "so", "to", "up", "us", "we",
+];
+
+/// The dedup tokenizer: tokens of at least 2 letters minus short stop-words.
+#[must_use]
+pub fn tokenize_dedup(text: &str) -> BTreeSet<String> {
+    tokenize_list(text, 2).into_iter().filter(|t| !DEDUP_STOP_WORDS.contains(&t.as_str())).collect()
+}
+
+/// The reference's `relevance_score`: the fraction of query tokens found in the content
+/// tokens expanded with synonyms (0 when the query has no token).
+#[must_use]
+pub fn relevance_score(query: &str, content: &str) -> f64 {
+    let q = tokenize(query);
+    if q.is_empty() {
+        return 0.0;
+    }
+    let c = expand_synonyms(&tokenize(content));
+    let hits = q.iter().filter(|t| c.contains(*t)).count();
+    hits as f64 / q.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_and_strips_like_the_reference() {
+        let t = tokenize("Check app/routes/handler.py and user_session-token; Figma's C++ v2");
+        let want: BTreeSet<String> =
+            ["check", "app", "routes", "handler", "and", "user", "session", "token", "figmas"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect();
+        assert_eq!(t, want);
+    }
+
+    #[test]
+    fn relevance_uses_synonyms_of_content_only() {
+        assert!((relevance_score("database", "I use Postgres daily") - 1.0).abs() < 1e-9);
+        assert!(relevance_score("postgres", "the database").abs() < 1e-9);
+        assert!(relevance_score("a b", "anything").abs() < 1e-9);
+    }
+}
