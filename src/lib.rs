@@ -9,12 +9,16 @@
 //! Folders follow the data: `model/` (types), `text/` (tokenizer), `storage/` (redb
 //! schema and indexes), `write/` (observe), `read/` (recall), `formats/` (`.soul`).
 #![deny(missing_docs)]
+#![allow(dead_code)]
 #![deny(clippy::unwrap_used)]
 
 mod error;
 pub mod model;
 mod profile;
 pub mod text;
+pub mod write;
+pub mod read;
+pub mod formats;
 
 pub use error::{Error, Result};
 pub use model::{

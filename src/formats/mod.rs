@@ -1,0 +1,1 @@
+//! File formats: the `.soul` archive, directory layouts and the JSON dump.

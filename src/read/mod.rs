@@ -1,0 +1,4 @@
+//! The read path: `recall`, ranking and its trace.
+
+pub mod activation;
+pub mod reference_bm25;
