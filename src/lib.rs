@@ -12,15 +12,20 @@
 #![allow(dead_code)]
 #![deny(clippy::unwrap_used)]
 
+mod clock;
 mod error;
+pub mod formats;
+mod memory;
 pub mod model;
 mod profile;
+pub mod read;
+pub mod storage;
 pub mod text;
 pub mod write;
-pub mod read;
-pub mod formats;
 
+pub use clock::{Clock, FixedClock, SystemClock};
 pub use error::{Error, Result};
+pub use memory::{Core, LayerView, Memory, MemoryBuilder, Settings, Snapshot};
 pub use model::{
     MemoryCategory, MemoryEntry, MemoryType, SignificanceScore, SomaticMarker, Timestamp,
     Visibility,

@@ -1,8 +1,11 @@
 //! The write path: `observe` and the heuristics it runs.
 
+pub mod audit;
 pub mod contradiction;
 pub mod dedup;
 pub mod entities;
+pub mod evict;
 pub mod facts;
+pub mod keys;
 pub mod sentiment;
 pub mod significance;

@@ -1,0 +1,532 @@
+//! [`Memory`]: the public handle on a store.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::model::{MemoryEntry, MemoryType, Timestamp};
+use crate::storage::{Reader, Store, Writer, meta_keys, schema};
+use crate::{DEFAULT_DOMAIN, Profile};
+
+/// Engine settings. Defaults follow soul-protocol's `MemorySettings` where they
+/// exist.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Episodic cap; the least significant entries are evicted past it. `None` turns
+    /// eviction off. Default: 10,000 in the reference profile, off in the default one.
+    pub episodic_max_entries: Option<u64>,
+    /// Semantic fact cap; the least important facts are evicted past it. `None` turns
+    /// eviction off. Default: 1,000 in the reference profile, off in the default one.
+    pub semantic_max_facts: Option<u64>,
+    /// Skip entity extraction and the self-model update for insignificant exchanges.
+    /// Default: true.
+    pub skip_deep_processing_on_low_significance: bool,
+    /// Access timestamps kept per memory. Default: 100.
+    pub access_history_cap: usize,
+    /// Bond strength at which `bonded` memories become visible to a requester.
+    /// Default: 30.
+    pub bond_threshold: f64,
+    /// Commit every write durably (fsync). Default: true.
+    pub durable: bool,
+    /// The soul's core values (goal relevance in the significance gate). Default: none.
+    pub core_values: Vec<String>,
+}
+
+impl Settings {
+    /// The defaults for `profile`.
+    #[must_use]
+    pub fn for_profile(profile: Profile) -> Self {
+        let (ep, sem) = match profile {
+            Profile::Reference => (Some(10_000), Some(1_000)),
+            Profile::Default => (None, None),
+        };
+        Self {
+            episodic_max_entries: ep,
+            semantic_max_facts: sem,
+            skip_deep_processing_on_low_significance: true,
+            access_history_cap: 100,
+            bond_threshold: 30.0,
+            durable: true,
+            core_values: Vec::new(),
+        }
+    }
+}
+
+/// Configures and opens a [`Memory`].
+#[derive(Debug)]
+pub struct MemoryBuilder {
+    profile: Profile,
+    settings: Option<Settings>,
+    clock: Arc<dyn Clock>,
+    cache_bytes: Option<usize>,
+}
+
+impl Default for MemoryBuilder {
+    fn default() -> Self {
+        Self {
+            profile: Profile::Default,
+            settings: None,
+            clock: Arc::new(SystemClock),
+            cache_bytes: None,
+        }
+    }
+}
+
+impl MemoryBuilder {
+    /// The behaviour profile of a new store (default: [`Profile::Default`]). An
+    /// existing store keeps the profile it was created with.
+    #[must_use]
+    pub fn profile(mut self, profile: Profile) -> Self {
+        self.profile = profile;
+        self
+    }
+
+    /// Engine settings (default: [`Settings::for_profile`]).
+    #[must_use]
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = Some(settings);
+        self
+    }
+
+    /// The clock (default: [`SystemClock`]).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// redb's page cache size in bytes (default: redb's default).
+    #[must_use]
+    pub fn cache_bytes(mut self, bytes: usize) -> Self {
+        self.cache_bytes = Some(bytes);
+        self
+    }
+
+    /// Opens or creates the store file at `path`.
+    ///
+    /// # Errors
+    /// [`Error::Open`] for a file that is not a store, [`Error::SchemaTooNew`] for one
+    /// from a newer soulmem, [`Error::Corrupted`] for a damaged one.
+    pub fn open(self, path: impl AsRef<Path>) -> Result<Memory> {
+        let store = Store::open(path.as_ref(), self.profile, self.cache_bytes)?;
+        Ok(self.finish(store))
+    }
+
+    /// Opens a store held in memory (nothing is written to disk).
+    ///
+    /// # Errors
+    /// Only if redb fails to initialise.
+    pub fn open_in_memory(self) -> Result<Memory> {
+        let store = Store::in_memory(self.profile)?;
+        Ok(self.finish(store))
+    }
+
+    fn finish(self, store: Store) -> Memory {
+        let profile = store.profile();
+        let settings = self.settings.unwrap_or_else(|| Settings::for_profile(profile));
+        Memory { store, clock: self.clock, settings }
+    }
+}
+
+/// A soulmem store: persistent, many concurrent readers, one writer at a time.
+///
+/// `Memory` is `Send + Sync`; share it with an `Arc`. Each call runs in its own
+/// transaction: readers see a consistent snapshot, and a write is all or nothing.
+#[derive(Debug)]
+pub struct Memory {
+    pub(crate) store: Store,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) settings: Settings,
+}
+
+/// Core memory: the always-loaded persona and human profile.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Core {
+    /// Who the soul is.
+    pub persona: String,
+    /// What it knows about its human.
+    pub human: String,
+}
+
+impl Memory {
+    /// A builder with defaults.
+    #[must_use]
+    pub fn builder() -> MemoryBuilder {
+        MemoryBuilder::default()
+    }
+
+    /// Opens or creates a store file with default settings.
+    ///
+    /// # Errors
+    /// See [`MemoryBuilder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::builder().open(path)
+    }
+
+    /// Opens a store in memory with default settings.
+    ///
+    /// # Errors
+    /// See [`MemoryBuilder::open_in_memory`].
+    pub fn open_in_memory() -> Result<Self> {
+        Self::builder().open_in_memory()
+    }
+
+    /// The store's profile.
+    #[must_use]
+    pub fn profile(&self) -> Profile {
+        self.store.profile()
+    }
+
+    /// The settings in force.
+    #[must_use]
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The clock's current time.
+    #[must_use]
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Writer<'_>) -> Result<T>) -> Result<T> {
+        self.store.write(self.settings.durable, f)
+    }
+
+    pub(crate) fn read(&self) -> Result<Reader> {
+        self.store.read()
+    }
+
+    /// Stores `entry` as is (no pipeline). An empty id gets a fresh one; a blank
+    /// layer becomes the type's name. Returns the id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidMemory`] for out-of-range fields, [`Error::InvalidName`] for a
+    /// bad layer or domain, [`Error::DuplicateId`] when the id is taken.
+    pub fn add(&self, entry: MemoryEntry) -> Result<String> {
+        let mut ids = self.add_batch(vec![entry])?;
+        ids.pop().ok_or_else(|| Error::Storage("batch returned no id".into()))
+    }
+
+    /// Stores many entries in one transaction: all or none. Returns their ids.
+    ///
+    /// # Errors
+    /// As [`Memory::add`]; the first bad entry aborts the whole batch.
+    pub fn add_batch(&self, entries: Vec<MemoryEntry>) -> Result<Vec<String>> {
+        self.write(|w| {
+            let mut ids = Vec::with_capacity(entries.len());
+            for e in entries {
+                let docno = w.insert(e)?;
+                let info =
+                    w.docinfo(docno)?.ok_or_else(|| Error::Storage("lost docinfo".into()))?;
+                ids.push(info.id);
+            }
+            crate::write::evict::enforce_caps(w, &self.settings)?;
+            Ok(ids)
+        })
+    }
+
+    /// The memory with this id.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn get(&self, id: &str) -> Result<Option<MemoryEntry>> {
+        let r = self.read()?;
+        match r.docno_of(id)? {
+            Some(d) => r.get(d),
+            None => Ok(None),
+        }
+    }
+
+    /// Replaces the memory with `entry.id` (every index follows).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when no memory has that id, plus [`Memory::add`]'s errors.
+    pub fn update(&self, entry: MemoryEntry) -> Result<()> {
+        self.write(|w| {
+            let docno = w.docno_of(&entry.id)?.ok_or_else(|| Error::NotFound(entry.id.clone()))?;
+            w.replace(docno, entry)
+        })
+    }
+
+    /// Deletes the memory with this id. Returns whether it existed.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn remove(&self, id: &str) -> Result<bool> {
+        let now = self.now();
+        self.write(|w| {
+            let Some(docno) = w.docno_of(id)? else { return Ok(false) };
+            let removed = w.remove(docno)?;
+            if let Some(e) = &removed {
+                crate::write::audit::record_deletion(w, now, &format!("forget_by_id({id})"), &[e])?;
+            }
+            Ok(removed.is_some())
+        })
+    }
+
+    /// A view on one layer (a built-in tier name or any custom layer).
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] for a bad layer name.
+    pub fn layer(&self, name: &str) -> Result<LayerView<'_>> {
+        schema::validate_name("layer", name)?;
+        Ok(LayerView { mem: self, name: name.to_owned() })
+    }
+
+    /// Every layer that has or had entries, plus the built-in tiers, sorted.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn layers(&self) -> Result<Vec<String>> {
+        let mut out: Vec<String> = MemoryType::ALL
+            .iter()
+            .filter(|t| **t != MemoryType::Core)
+            .map(|t| t.as_str().to_owned())
+            .collect();
+        for (l, _) in self.read()?.entry_tables()? {
+            if !out.contains(&l) {
+                out.push(l);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Domains of a layer with their entry counts (empty domains left out).
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn domains(&self, layer: &str) -> Result<BTreeMap<String, u64>> {
+        let r = self.read()?;
+        let mut out = BTreeMap::new();
+        for (l, d) in r.entry_tables()? {
+            if l == layer {
+                let n = r.table_len(&l, &d)?;
+                if n > 0 {
+                    out.insert(d, n);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of memories in the store (every layer and domain).
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn count(&self) -> Result<u64> {
+        use redb::ReadableTableMetadata;
+        Ok(self.read()?.ids.len()?)
+    }
+
+    /// Core memory.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn core(&self) -> Result<Core> {
+        match self.read()?.meta_get(meta_keys::CORE)? {
+            Some(b) => crate::storage::decode(&b, "core memory"),
+            None => Ok(Core::default()),
+        }
+    }
+
+    /// Replaces core memory.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn set_core(&self, core: &Core) -> Result<()> {
+        self.write(|w| w.meta_put(meta_keys::CORE, &crate::storage::encode(core)?))
+    }
+
+    /// Edits core memory in place, in one transaction.
+    ///
+    /// # Errors
+    /// Storage errors, or the closure's error.
+    pub fn edit_core(&self, f: impl FnOnce(&mut Core)) -> Result<Core> {
+        self.write(|w| {
+            let mut core = match w.meta_get(meta_keys::CORE)? {
+                Some(b) => crate::storage::decode(&b, "core memory")?,
+                None => Core::default(),
+            };
+            f(&mut core);
+            w.meta_put(meta_keys::CORE, &crate::storage::encode(&core)?)?;
+            Ok(core)
+        })
+    }
+
+    /// Deletion audit records (JSON), oldest first.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn deletion_audit(&self) -> Result<Vec<serde_json::Value>> {
+        self.audit(schema::DELETION_AUDIT)
+    }
+
+    /// Supersede audit records (JSON), oldest first.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn supersede_audit(&self) -> Result<Vec<serde_json::Value>> {
+        self.audit(schema::SUPERSEDE_AUDIT)
+    }
+
+    fn audit(&self, def: redb::TableDefinition<u64, &[u8]>) -> Result<Vec<serde_json::Value>> {
+        let r = self.read()?;
+        let t = r.txn().open_table(def)?;
+        let mut out = Vec::new();
+        for row in t.range::<u64>(..)? {
+            let (_, v) = row?;
+            out.push(
+                serde_json::from_slice(v.value())
+                    .map_err(|e| Error::Corrupted(format!("audit record: {e}")))?,
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// One layer of a [`Memory`].
+#[derive(Debug)]
+pub struct LayerView<'m> {
+    mem: &'m Memory,
+    name: String,
+}
+
+impl LayerView<'_> {
+    /// The layer's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Stores `entry` in this layer (its `layer` is set to this one). Returns its id.
+    ///
+    /// # Errors
+    /// As [`Memory::add`].
+    pub fn store(&self, mut entry: MemoryEntry) -> Result<String> {
+        entry.layer.clone_from(&self.name);
+        self.mem.add(entry)
+    }
+
+    /// The entry with `id` if it is in this layer.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn get(&self, id: &str) -> Result<Option<MemoryEntry>> {
+        Ok(self.mem.get(id)?.filter(|e| e.layer == self.name))
+    }
+
+    /// Deletes the entry with `id` if it is in this layer.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn delete(&self, id: &str) -> Result<bool> {
+        if self.get(id)?.is_none() {
+            return Ok(false);
+        }
+        self.mem.remove(id)
+    }
+
+    /// Every entry of the layer (or of one domain), in insertion order.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn entries(&self, domain: Option<&str>) -> Result<Vec<MemoryEntry>> {
+        let r = self.mem.read()?;
+        let mut all: Vec<(u64, MemoryEntry)> = Vec::new();
+        for (l, d) in r.entry_tables()? {
+            if l == self.name && domain.is_none_or(|x| x == d) {
+                all.extend(r.table_entries(&l, &d)?);
+            }
+        }
+        all.sort_by_key(|(docno, _)| *docno);
+        Ok(all.into_iter().map(|(_, e)| e).collect())
+    }
+
+    /// Number of entries in the layer (or one domain).
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn count(&self, domain: Option<&str>) -> Result<u64> {
+        let r = self.mem.read()?;
+        let mut n = 0;
+        for (l, d) in r.entry_tables()? {
+            if l == self.name && domain.is_none_or(|x| x == d) {
+                n += r.table_len(&l, &d)?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Domains of this layer with their counts.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn domains(&self) -> Result<BTreeMap<String, u64>> {
+        self.mem.domains(&self.name)
+    }
+}
+
+/// The domain used when none is given.
+#[must_use]
+pub fn default_domain() -> &'static str {
+    DEFAULT_DOMAIN
+}
+
+impl Memory {
+    /// Verifies every index against the entries. `progress` gets the number of
+    /// entries read so far.
+    ///
+    /// # Errors
+    /// Storage errors only; mismatches are in the report.
+    pub fn check(&self, progress: impl FnMut(u64)) -> Result<crate::storage::check::CheckReport> {
+        crate::storage::check::verify(&self.read()?, progress)
+    }
+}
+
+/// A consistent, read-only view of the store as of the moment it was taken: later
+/// commits are invisible to it.
+pub struct Snapshot {
+    reader: Reader,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot").finish_non_exhaustive()
+    }
+}
+
+impl Snapshot {
+    /// The memory with this id, as of the snapshot.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn get(&self, id: &str) -> Result<Option<MemoryEntry>> {
+        match self.reader.docno_of(id)? {
+            Some(d) => self.reader.get(d),
+            None => Ok(None),
+        }
+    }
+
+    /// Number of memories, as of the snapshot.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn count(&self) -> Result<u64> {
+        use redb::ReadableTableMetadata;
+        Ok(self.reader.ids.len()?)
+    }
+}
+
+impl Memory {
+    /// Takes a consistent read snapshot.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        Ok(Snapshot { reader: self.read()? })
+    }
+}

@@ -1,0 +1,241 @@
+//! Verifies every index against the entries (and rebuilds them).
+//!
+//! The expected rows come from [`super::keys::index_keys`], the same function the
+//! writer uses, so a mismatch means a write path forgot a row, not that two
+//! derivations disagree.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::docinfo::DocInfo;
+use super::keys::index_keys;
+use super::{CorpusStats, Reader};
+use crate::error::Result;
+use crate::model::time;
+
+/// What [`verify`] found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Entries examined.
+    pub entries: u64,
+    /// Index rows examined.
+    pub rows: u64,
+    /// One line per mismatch.
+    pub problems: Vec<String>,
+}
+
+impl CheckReport {
+    /// True when nothing is wrong.
+    #[must_use]
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+type Key4 = (String, String, String, u64);
+
+#[derive(Default)]
+struct Expected {
+    ids: BTreeMap<String, u64>,
+    docs: BTreeMap<u64, DocInfo>,
+    postings: BTreeMap<(String, u64), u32>,
+    terms: BTreeMap<String, u64>,
+    fact_tokens: BTreeSet<(String, u64)>,
+    fact_terms: BTreeMap<String, u64>,
+    prefixes: BTreeSet<Key4>,
+    attributes: BTreeSet<Key4>,
+    entities: BTreeSet<(String, u64)>,
+    users: BTreeSet<(String, u64)>,
+    importance: BTreeSet<(String, u8, i64, u64)>,
+    layer_order: BTreeSet<(String, u64)>,
+    docs_count: u64,
+    total_len: u64,
+    max_docno: Option<u64>,
+}
+
+fn diff<T: Ord + std::fmt::Debug>(
+    name: &str,
+    want: &BTreeSet<T>,
+    got: &BTreeSet<T>,
+    out: &mut Vec<String>,
+) {
+    for x in want.difference(got).take(20) {
+        out.push(format!("{name}: missing row {x:?}"));
+    }
+    for x in got.difference(want).take(20) {
+        out.push(format!("{name}: stray row {x:?}"));
+    }
+}
+
+fn diff_map<K: Ord + std::fmt::Debug, V: PartialEq + std::fmt::Debug>(
+    name: &str,
+    want: &BTreeMap<K, V>,
+    got: &BTreeMap<K, V>,
+    out: &mut Vec<String>,
+) {
+    let mut n = 0;
+    for (k, v) in want {
+        match got.get(k) {
+            None => out.push(format!("{name}: missing {k:?}")),
+            Some(g) if g != v => out.push(format!("{name}: {k:?} is {g:?}, expected {v:?}")),
+            _ => continue,
+        }
+        n += 1;
+        if n > 20 {
+            return;
+        }
+    }
+    for k in got.keys().filter(|k| !want.contains_key(*k)).take(20) {
+        out.push(format!("{name}: stray {k:?}"));
+    }
+}
+
+/// Checks every index of the snapshot against its entries. `progress` is called with
+/// the number of entries read so far.
+pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> {
+    let mut report = CheckReport::default();
+    let mut exp = Expected::default();
+    for (layer, domain) in r.entry_tables()? {
+        for (docno, e) in r.table_entries(&layer, &domain)? {
+            report.entries += 1;
+            if report.entries % 10_000 == 0 {
+                progress(report.entries);
+            }
+            if e.layer != layer || e.domain != domain {
+                report.problems.push(format!(
+                    "entry {} sits in table {layer}:{domain} but says {}:{}",
+                    e.id, e.layer, e.domain
+                ));
+            }
+            exp.max_docno = exp.max_docno.max(Some(docno));
+            let keys = index_keys(&e, r.profile());
+            if exp.ids.insert(e.id.clone(), docno).is_some() {
+                report.problems.push(format!("id {} is stored twice", e.id));
+            }
+            exp.docs.insert(docno, DocInfo::from_entry(&e, keys.doc_len));
+            for (t, tf) in &keys.tokens {
+                exp.postings.insert((t.clone(), docno), *tf);
+                *exp.terms.entry(t.clone()).or_default() += 1;
+            }
+            exp.docs_count += 1;
+            exp.total_len += u64::from(keys.doc_len);
+            for t in &keys.fact_tokens {
+                exp.fact_tokens.insert((t.clone(), docno));
+                *exp.fact_terms.entry(t.clone()).or_default() += 1;
+            }
+            let user = e.user_id.clone().unwrap_or_default();
+            for s in &keys.slots {
+                exp.prefixes.insert((s.clone(), user.clone(), e.domain.clone(), docno));
+            }
+            for a in &keys.attributes {
+                exp.attributes.insert((a.clone(), user.clone(), e.domain.clone(), docno));
+            }
+            for en in &keys.entities {
+                exp.entities.insert((en.clone(), docno));
+            }
+            if let Some(u) = &e.user_id {
+                exp.users.insert((u.clone(), docno));
+            }
+            exp.importance.insert((
+                e.layer.clone(),
+                e.importance,
+                time::to_micros(&e.created_at),
+                docno,
+            ));
+            exp.layer_order.insert((e.layer.clone(), docno));
+        }
+    }
+    progress(report.entries);
+    let p = &mut report.problems;
+    let mut rows = 0u64;
+
+    let mut got_ids = BTreeMap::new();
+    for row in r.ids.range::<&str>(..)? {
+        let (k, v) = row?;
+        got_ids.insert(k.value().to_owned(), v.value());
+        rows += 1;
+    }
+    diff_map("ids", &exp.ids, &got_ids, p);
+    let mut got_docs = BTreeMap::new();
+    for row in r.docs.range::<u64>(..)? {
+        let (k, v) = row?;
+        got_docs.insert(k.value(), super::decode::<DocInfo>(v.value(), "docinfo")?);
+        rows += 1;
+    }
+    diff_map("docs", &exp.docs, &got_docs, p);
+    let mut got_post = BTreeMap::new();
+    for row in r.postings.range::<(&str, u64)>(..)? {
+        let (k, v) = row?;
+        let (t, d) = k.value();
+        got_post.insert((t.to_owned(), d), v.value());
+        rows += 1;
+    }
+    diff_map("postings", &exp.postings, &got_post, p);
+    let mut got_terms = BTreeMap::new();
+    for row in r.terms.range::<&str>(..)? {
+        let (k, v) = row?;
+        got_terms.insert(k.value().to_owned(), v.value());
+        rows += 1;
+    }
+    diff_map("terms", &exp.terms, &got_terms, p);
+    let mut got_ft = BTreeMap::new();
+    for row in r.fact_terms.range::<&str>(..)? {
+        let (k, v) = row?;
+        got_ft.insert(k.value().to_owned(), v.value());
+        rows += 1;
+    }
+    diff_map("fact_terms", &exp.fact_terms, &got_ft, p);
+
+    macro_rules! pairs {
+        ($table:expr, $name:literal, $want:expr) => {{
+            let mut got = BTreeSet::new();
+            for row in $table.range::<(&str, u64)>(..)? {
+                let (k, _) = row?;
+                let (a, b) = k.value();
+                got.insert((a.to_owned(), b));
+                rows += 1;
+            }
+            diff($name, $want, &got, p);
+        }};
+    }
+    pairs!(r.fact_tokens, "fact_tokens", &exp.fact_tokens);
+    pairs!(r.entities, "entities", &exp.entities);
+    pairs!(r.users, "users", &exp.users);
+    pairs!(r.layer_order, "layer_order", &exp.layer_order);
+    macro_rules! quads {
+        ($table:expr, $name:literal, $want:expr) => {{
+            let mut got = BTreeSet::new();
+            for row in $table.range::<(&str, &str, &str, u64)>(..)? {
+                let (k, _) = row?;
+                let (a, b, c, d) = k.value();
+                got.insert((a.to_owned(), b.to_owned(), c.to_owned(), d));
+                rows += 1;
+            }
+            diff($name, $want, &got, p);
+        }};
+    }
+    quads!(r.prefixes, "fact_prefixes", &exp.prefixes);
+    quads!(r.attributes, "fact_attributes", &exp.attributes);
+    let mut got_imp = BTreeSet::new();
+    for row in r.importance.range::<(&str, u8, i64, u64)>(..)? {
+        let (k, _) = row?;
+        let (a, b, c, d) = k.value();
+        got_imp.insert((a.to_owned(), b, c, d));
+        rows += 1;
+    }
+    diff("importance", &exp.importance, &got_imp, p);
+
+    let stats: CorpusStats = r.stats();
+    if stats.docs != exp.docs_count || stats.total_len != exp.total_len {
+        p.push(format!(
+            "corpus stats say {} docs / {} tokens, entries give {} / {}",
+            stats.docs, stats.total_len, exp.docs_count, exp.total_len
+        ));
+    }
+    if let Some(m) = exp.max_docno
+        && stats.next_docno <= m
+    {
+        p.push(format!("next docno {} is not above the largest docno {m}", stats.next_docno));
+    }
+    report.rows = rows;
+    Ok(report)
+}

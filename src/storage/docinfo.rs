@@ -1,0 +1,82 @@
+//! The compact per-memory record that ranking and filtering read.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{MemoryEntry, MemoryType, Visibility, time};
+
+/// What recall needs to know about a memory without decoding the whole entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DocInfo {
+    /// The memory id.
+    pub id: String,
+    /// Its layer (table) name.
+    pub layer: String,
+    /// Its domain.
+    pub domain: String,
+    /// [`MemoryType`] code.
+    pub kind: u8,
+    /// Owner, if any.
+    pub user_id: Option<String>,
+    /// 1..=10.
+    pub importance: u8,
+    /// Creation time, µs since the epoch.
+    pub created_at: i64,
+    /// [`Visibility`] code.
+    pub visibility: u8,
+    /// `superseded_by` set or the `superseded` flag.
+    pub superseded: bool,
+    /// Archived into a conversation archive.
+    pub archived: bool,
+    /// Retrieval weight.
+    pub salience: f64,
+    /// Significance at write time.
+    pub significance: f64,
+    /// Somatic marker (valence, arousal) if any.
+    pub somatic: Option<(f64, f64)>,
+    /// Access history, µs since the epoch (bounded like the entry's).
+    pub access: Vec<i64>,
+    /// Access count.
+    pub access_count: u32,
+    /// Number of index tokens in the content (BM25 document length).
+    pub doc_len: u32,
+    /// Scope globs.
+    pub scope: Vec<String>,
+}
+
+impl DocInfo {
+    /// Builds the record for `entry` with document length `doc_len`.
+    #[must_use]
+    pub fn from_entry(entry: &MemoryEntry, doc_len: u32) -> Self {
+        Self {
+            id: entry.id.clone(),
+            layer: entry.layer.clone(),
+            domain: entry.domain.clone(),
+            kind: entry.kind.code(),
+            user_id: entry.user_id.clone(),
+            importance: entry.importance,
+            created_at: time::to_micros(&entry.created_at),
+            visibility: entry.visibility.code(),
+            superseded: entry.is_superseded(),
+            archived: entry.archived,
+            salience: entry.salience,
+            significance: entry.significance,
+            somatic: entry.somatic.as_ref().map(|s| (s.valence, s.arousal)),
+            access: entry.access_timestamps.iter().map(time::to_micros).collect(),
+            access_count: entry.access_count,
+            doc_len,
+            scope: entry.scope.clone(),
+        }
+    }
+
+    /// The memory type.
+    #[must_use]
+    pub fn kind(&self) -> MemoryType {
+        MemoryType::from_code(self.kind)
+    }
+
+    /// The visibility.
+    #[must_use]
+    pub fn visibility(&self) -> Visibility {
+        Visibility::from_code(self.visibility)
+    }
+}

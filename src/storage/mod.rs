@@ -1,0 +1,205 @@
+//! The redb store: schema, record codec, index maintenance.
+//!
+//! [`Store`] owns the database. Writes go through [`Writer`], which opens every table
+//! once per transaction and keeps each index exact as entries are inserted, replaced
+//! and removed; reads go through [`Reader`], a consistent snapshot.
+
+pub mod check;
+mod codec;
+mod docinfo;
+pub mod keys;
+mod query;
+mod reader;
+pub mod schema;
+mod writer;
+
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase};
+
+pub use codec::{decode, encode};
+pub use docinfo::DocInfo;
+pub use reader::Reader;
+pub use writer::Writer;
+
+use crate::Profile;
+use crate::error::{Error, Result};
+use schema::{META, SCHEMA_VERSION};
+
+/// Meta keys.
+pub mod meta_keys {
+    /// Schema version (u32 LE).
+    pub const SCHEMA: &str = "schema_version";
+    /// Tokenizer version (u32 LE).
+    pub const TOKENIZER: &str = "tokenizer_version";
+    /// Behaviour profile name.
+    pub const PROFILE: &str = "profile";
+    /// Corpus statistics record.
+    pub const STATS: &str = "corpus_stats";
+    /// Core memory record.
+    pub const CORE: &str = "core";
+    /// Memory settings (JSON).
+    pub const SETTINGS: &str = "settings";
+    /// Self-model (JSON).
+    pub const SELF_MODEL: &str = "self_model";
+    /// Ops applied by `soulctl ingest` (u64 LE).
+    pub const INGESTED_OPS: &str = "ingested_ops";
+    /// The reference profile's lazily built BM25 corpus.
+    pub const REF_BM25: &str = "ref_bm25";
+    /// Carried-through soul parts (JSON).
+    pub const SOUL_EXTRAS: &str = "soul_extras";
+}
+
+/// Corpus-wide counters kept incrementally.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CorpusStats {
+    /// Memories in the inverted index.
+    pub docs: u64,
+    /// Sum of their lengths in tokens.
+    pub total_len: u64,
+    /// The next docno to hand out.
+    pub next_docno: u64,
+    /// Next sequence number for graph edges, archives and audit records.
+    pub next_seq: u64,
+}
+
+/// The database and the profile its indexes were built for.
+pub struct Store {
+    db: Database,
+    profile: Profile,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("profile", &self.profile).finish_non_exhaustive()
+    }
+}
+
+fn open_error(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Open { path: path.to_owned(), reason: e.to_string() }
+}
+
+impl Store {
+    /// Opens (or creates) the store at `path`. A new store takes `profile`; an
+    /// existing one keeps the profile it was created with.
+    pub fn open(path: &Path, profile: Profile, cache_bytes: Option<usize>) -> Result<Self> {
+        let mut builder = Database::builder();
+        if let Some(bytes) = cache_bytes {
+            builder.set_cache_size(bytes);
+        }
+        let db = match builder.create(path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::Storage(redb::StorageError::Io(e))) => {
+                return Err(open_error(path, e));
+            }
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(open_error(
+                    path,
+                    "the store is already open (in this or another process)",
+                ));
+            }
+            Err(e) => {
+                return Err(open_error(path, format!("not a soulmem/redb file or damaged: {e}")));
+            }
+        };
+        Self::init(db, profile).map_err(|e| match e {
+            Error::Storage(s) => open_error(path, s),
+            other => other,
+        })
+    }
+
+    /// A store in memory (redb's in-memory backend), for tests and replay.
+    pub fn in_memory(profile: Profile) -> Result<Self> {
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(|e| Error::Storage(e.to_string()))?;
+        Self::init(db, profile)
+    }
+
+    fn init(db: Database, profile: Profile) -> Result<Self> {
+        // Read the schema first: a newer file must not be touched.
+        let existing = {
+            let rtx = db.begin_read()?;
+            match rtx.open_table(META) {
+                Ok(t) => {
+                    let schema = t.get(meta_keys::SCHEMA)?.map(|v| v.value().to_vec());
+                    let prof = t.get(meta_keys::PROFILE)?.map(|v| v.value().to_vec());
+                    Some((schema, prof))
+                }
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let profile = match existing {
+            Some((Some(schema), prof)) => {
+                let found = u32::from_le_bytes(
+                    schema
+                        .as_slice()
+                        .try_into()
+                        .map_err(|_| Error::Corrupted("schema version is not 4 bytes".into()))?,
+                );
+                if found > SCHEMA_VERSION {
+                    return Err(Error::SchemaTooNew { found, supported: SCHEMA_VERSION });
+                }
+                if found < SCHEMA_VERSION {
+                    return Err(Error::Corrupted(format!(
+                        "schema version {found} is older than {SCHEMA_VERSION} and has no upgrade path"
+                    )));
+                }
+                let name = prof.unwrap_or_default();
+                Profile::parse(std::str::from_utf8(&name).unwrap_or("")).ok_or_else(|| {
+                    Error::Corrupted("the store's profile is missing or unknown".into())
+                })?
+            }
+            Some((None, _)) => {
+                return Err(Error::Corrupted("meta table has no schema version".into()));
+            }
+            None => {
+                let txn = db.begin_write()?;
+                Writer::create_all(&txn, profile)?;
+                Writer::open(&txn, profile)?.flush()?;
+                txn.commit()?;
+                profile
+            }
+        };
+        Ok(Self { db, profile })
+    }
+
+    /// The profile the store was created with.
+    #[must_use]
+    pub fn profile(&self) -> Profile {
+        self.profile
+    }
+
+    /// Runs `f` in one write transaction and commits it (durably unless `durable` is
+    /// false). An error from `f` aborts the transaction: nothing of it is written.
+    pub fn write<T>(
+        &self,
+        durable: bool,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let mut txn = self.db.begin_write()?;
+        if !durable {
+            txn.set_durability(redb::Durability::None)
+                .map_err(|e| Error::Storage(e.to_string()))?;
+        }
+        let out = {
+            let mut w = Writer::open(&txn, self.profile)?;
+            let out = f(&mut w)?;
+            w.flush()?;
+            out
+        };
+        txn.commit()?;
+        Ok(out)
+    }
+
+    /// A consistent read snapshot.
+    pub fn read(&self) -> Result<Reader> {
+        Reader::open(self.db.begin_read()?, self.profile)
+    }
+
+    /// redb's own integrity check (verifies checksums, repairs nothing on success).
+    pub fn check_integrity(&mut self) -> Result<bool> {
+        self.db.check_integrity().map_err(|e| Error::Storage(e.to_string()))
+    }
+}

@@ -1,0 +1,164 @@
+//! [`Reader`]: a consistent snapshot with every table open.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+use redb::{ReadOnlyTable, ReadTransaction, TableHandle};
+
+use super::codec::decode;
+use super::docinfo::DocInfo;
+use super::schema::{self, *};
+use super::{CorpusStats, meta_keys, query};
+use crate::Profile;
+use crate::error::Result;
+use crate::model::MemoryEntry;
+
+type Str = &'static str;
+type Bytes = &'static [u8];
+
+/// A read snapshot: sees exactly the transactions committed before it began.
+pub struct Reader {
+    profile: Profile,
+    txn: ReadTransaction,
+    pub(crate) meta: ReadOnlyTable<Str, Bytes>,
+    pub(crate) ids: ReadOnlyTable<Str, u64>,
+    pub(crate) docs: ReadOnlyTable<u64, Bytes>,
+    pub(crate) postings: ReadOnlyTable<(Str, u64), u32>,
+    pub(crate) terms: ReadOnlyTable<Str, u64>,
+    pub(crate) fact_tokens: ReadOnlyTable<(Str, u64), ()>,
+    pub(crate) fact_terms: ReadOnlyTable<Str, u64>,
+    pub(crate) prefixes: ReadOnlyTable<(Str, Str, Str, u64), ()>,
+    pub(crate) attributes: ReadOnlyTable<(Str, Str, Str, u64), ()>,
+    pub(crate) entities: ReadOnlyTable<(Str, u64), ()>,
+    pub(crate) users: ReadOnlyTable<(Str, u64), ()>,
+    pub(crate) importance: ReadOnlyTable<(Str, u8, i64, u64), ()>,
+    pub(crate) layer_order: ReadOnlyTable<(Str, u64), ()>,
+    entry_tables: Mutex<HashMap<String, ReadOnlyTable<u64, Bytes>>>,
+    stats: CorpusStats,
+}
+
+impl Reader {
+    pub(crate) fn open(txn: ReadTransaction, profile: Profile) -> Result<Self> {
+        let meta = txn.open_table(META)?;
+        let stats = match meta.get(meta_keys::STATS)? {
+            Some(v) => decode(v.value(), "corpus stats")?,
+            None => CorpusStats::default(),
+        };
+        // Tables a fresh store has not created yet read as empty.
+        Ok(Self {
+            profile,
+            meta,
+            ids: txn.open_table(IDS)?,
+            docs: txn.open_table(DOCS)?,
+            postings: txn.open_table(POSTINGS)?,
+            terms: txn.open_table(TERMS)?,
+            fact_tokens: txn.open_table(FACT_TOKENS)?,
+            fact_terms: txn.open_table(FACT_TERMS)?,
+            prefixes: txn.open_table(PREFIXES)?,
+            attributes: txn.open_table(ATTRIBUTES)?,
+            entities: txn.open_table(ENTITIES)?,
+            users: txn.open_table(USERS)?,
+            importance: txn.open_table(IMPORTANCE)?,
+            layer_order: txn.open_table(LAYER_ORDER)?,
+            entry_tables: Mutex::new(HashMap::new()),
+            stats,
+            txn,
+        })
+    }
+
+    /// The store's profile.
+    #[must_use]
+    pub fn profile(&self) -> Profile {
+        self.profile
+    }
+
+    /// The underlying transaction.
+    #[must_use]
+    pub fn txn(&self) -> &ReadTransaction {
+        &self.txn
+    }
+
+    /// Corpus statistics.
+    #[must_use]
+    pub fn stats(&self) -> CorpusStats {
+        self.stats
+    }
+
+    /// Reads a meta value.
+    pub fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.meta.get(key)?.map(|v| v.value().to_vec()))
+    }
+
+    /// The docno of memory `id`.
+    pub fn docno_of(&self, id: &str) -> Result<Option<u64>> {
+        query::docno_of(&self.ids, id)
+    }
+
+    /// The compact record of `docno`.
+    pub fn docinfo(&self, docno: u64) -> Result<Option<DocInfo>> {
+        query::docinfo(&self.docs, docno)
+    }
+
+    /// The entry at `docno` of table `(layer, domain)`.
+    pub fn entry_in(&self, layer: &str, domain: &str, docno: u64) -> Result<Option<MemoryEntry>> {
+        let name = schema::entry_table_name(layer, domain)?;
+        let mut tables = self.entry_tables.lock();
+        if !tables.contains_key(&name) {
+            match self.txn.open_table(schema::entry_table(&name)) {
+                Ok(t) => {
+                    tables.insert(name.clone(), t);
+                }
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        match tables.get(&name) {
+            Some(t) => query::entry(t, docno),
+            None => Ok(None),
+        }
+    }
+
+    /// The entry at `docno`.
+    pub fn get(&self, docno: u64) -> Result<Option<MemoryEntry>> {
+        let Some(info) = self.docinfo(docno)? else { return Ok(None) };
+        self.entry_in(&info.layer, &info.domain, docno)
+    }
+
+    /// Names of every entry table, as `(layer, domain)`.
+    pub fn entry_tables(&self) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for h in self.txn.list_tables()? {
+            if let Some((l, d)) = schema::parse_entry_table_name(h.name()) {
+                out.push((l.to_owned(), d.to_owned()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every `(docno, entry)` of table `(layer, domain)` in docno order.
+    pub fn table_entries(&self, layer: &str, domain: &str) -> Result<Vec<(u64, MemoryEntry)>> {
+        let name = schema::entry_table_name(layer, domain)?;
+        let table = match self.txn.open_table(schema::entry_table(&name)) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut out = Vec::new();
+        for row in table.range::<u64>(..)? {
+            let (k, v) = row?;
+            out.push((k.value(), decode(v.value(), "memory entry")?));
+        }
+        Ok(out)
+    }
+
+    /// Number of entries in table `(layer, domain)`.
+    pub fn table_len(&self, layer: &str, domain: &str) -> Result<u64> {
+        use redb::ReadableTableMetadata;
+        let name = schema::entry_table_name(layer, domain)?;
+        match self.txn.open_table(schema::entry_table(&name)) {
+            Ok(t) => Ok(t.len()?),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Every redb table soulmem keeps, and the one function that names entry tables.
+//!
+//! `docs/DESIGN.md` describes each table's key and value encoding and the invariants
+//! between them. Memory ids (strings) map to dense internal document numbers
+//! (`docno`, a `u64` that is never reused); every index refers to docnos.
+
+use redb::TableDefinition;
+
+use crate::error::{Error, Result};
+
+/// Version of the on-disk layout. Bump on any change to a table or record encoding.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Version byte in front of every postcard record.
+pub const RECORD_VERSION: u8 = 1;
+
+/// `key → bytes`: schema version, tokenizer version, profile, counters, corpus
+/// statistics, core memory, settings, self-model, ingest progress.
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+/// `memory id → docno`.
+pub const IDS: TableDefinition<&str, u64> = TableDefinition::new("ids");
+
+/// `docno → DocInfo`: where the entry lives and the compact fields ranking and
+/// filtering read, so recall never decodes whole entries.
+pub const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("docs");
+
+/// `(token, docno) → term frequency`: the inverted index over every entry's content
+/// (the reference tokenizer, minimum 3 letters).
+pub const POSTINGS: TableDefinition<(&str, u64), u32> = TableDefinition::new("postings");
+
+/// `token → document frequency` in [`POSTINGS`].
+pub const TERMS: TableDefinition<&str, u64> = TableDefinition::new("terms");
+
+/// `(dedup token, docno) → ()` over active semantic facts (dedup tokenizer, minimum
+/// 2 letters minus stop-words): dedup and similarity candidates.
+pub const FACT_TOKENS: TableDefinition<(&str, u64), ()> = TableDefinition::new("fact_tokens");
+
+/// `dedup token → number of active facts containing it`.
+pub const FACT_TERMS: TableDefinition<&str, u64> = TableDefinition::new("fact_terms");
+
+/// `(slot key, user_id or "", domain, docno) → ()` over active semantic facts: prefix
+/// conflict lookup.
+pub const PREFIXES: TableDefinition<(&str, &str, &str, u64), ()> =
+    TableDefinition::new("fact_prefixes");
+
+/// `(attribute, user_id or "", domain, docno) → ()` over active semantic facts that
+/// state a verb attribute (location, employer, role): contradiction lookup.
+pub const ATTRIBUTES: TableDefinition<(&str, &str, &str, u64), ()> =
+    TableDefinition::new("fact_attributes");
+
+/// `(entity lower-cased, docno) → ()`.
+pub const ENTITIES: TableDefinition<(&str, u64), ()> = TableDefinition::new("entities");
+
+/// `(user_id, docno) → ()` for entries that have a user.
+pub const USERS: TableDefinition<(&str, u64), ()> = TableDefinition::new("users");
+
+/// `(layer, importance, created_at µs, docno) → ()`: eviction order.
+pub const IMPORTANCE: TableDefinition<(&str, u8, i64, u64), ()> =
+    TableDefinition::new("importance");
+
+/// `(layer, docno) → ()`: every entry of a layer in insertion order, across domains.
+pub const LAYER_ORDER: TableDefinition<(&str, u64), ()> = TableDefinition::new("layer_order");
+
+/// `name → (insertion seq, entity type)`: knowledge-graph nodes.
+pub const GRAPH_NODES: TableDefinition<&str, &[u8]> = TableDefinition::new("graph_nodes");
+
+/// `edge seq → edge record`: knowledge-graph edges in insertion order.
+pub const GRAPH_EDGES: TableDefinition<u64, &[u8]> = TableDefinition::new("graph_edges");
+
+/// `(node lower-cased, edge seq) → ()`: adjacency for graph expansion.
+pub const GRAPH_ADJ: TableDefinition<(&str, u64), ()> = TableDefinition::new("graph_adj");
+
+/// `id → general event record`.
+pub const EVENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("general_events");
+
+/// `seq → conversation archive record`.
+pub const ARCHIVES: TableDefinition<u64, &[u8]> = TableDefinition::new("archives");
+
+/// `seq → JSON record` of every deletion.
+pub const DELETION_AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_deletion");
+
+/// `seq → JSON record` of every supersede.
+pub const SUPERSEDE_AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_supersede");
+
+/// Prefix of every entry table name: `mem:{layer}:{domain}`.
+pub const ENTRY_TABLE_PREFIX: &str = "mem:";
+
+/// The longest layer or domain name.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Checks a layer or domain name: 1 to 64 characters of ASCII letters, digits, `_`,
+/// `-` or `.`.
+///
+/// # Errors
+/// [`Error::InvalidName`] saying what is wrong.
+pub fn validate_name(what: &'static str, name: &str) -> Result<()> {
+    let bad = |reason| Err(Error::InvalidName { what, name: name.to_owned(), reason });
+    if name.is_empty() {
+        return bad("it is empty");
+    }
+    if name.len() > MAX_NAME_LEN {
+        return bad("it is longer than 64 bytes");
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
+        return bad("only ASCII letters, digits, '_', '-' and '.' are allowed");
+    }
+    Ok(())
+}
+
+/// The name of the table holding the entries of `(layer, domain)`.
+///
+/// # Errors
+/// [`Error::InvalidName`] for a bad layer or domain.
+pub fn entry_table_name(layer: &str, domain: &str) -> Result<String> {
+    validate_name("layer", layer)?;
+    validate_name("domain", domain)?;
+    Ok(format!("{ENTRY_TABLE_PREFIX}{layer}:{domain}"))
+}
+
+/// Splits an entry table name back into `(layer, domain)`.
+#[must_use]
+pub fn parse_entry_table_name(name: &str) -> Option<(&str, &str)> {
+    name.strip_prefix(ENTRY_TABLE_PREFIX)?.split_once(':')
+}
+
+/// The definition of an entry table: `docno → versioned postcard MemoryEntry`.
+pub fn entry_table(name: &str) -> TableDefinition<'_, u64, &'static [u8]> {
+    TableDefinition::new(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_in_one_place() {
+        assert_eq!(entry_table_name("semantic", "work").ok().as_deref(), Some("mem:semantic:work"));
+        assert!(entry_table_name("", "x").is_err());
+        assert!(entry_table_name("a:b", "x").is_err());
+        assert!(entry_table_name("journal", "../etc").is_err());
+        assert!(entry_table_name(&"x".repeat(65), "d").is_err());
+        assert_eq!(parse_entry_table_name("mem:recipes:home"), Some(("recipes", "home")));
+    }
+}

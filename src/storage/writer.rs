@@ -1,0 +1,328 @@
+//! [`Writer`]: one write transaction with every table open, keeping indexes exact.
+
+use std::collections::HashMap;
+
+use redb::{ReadableTable, Table, WriteTransaction};
+
+use super::codec::{decode, encode};
+use super::docinfo::DocInfo;
+use super::keys::{IndexKeys, index_keys};
+use super::schema::{self, *};
+use super::{CorpusStats, meta_keys, query};
+use crate::Profile;
+use crate::error::{Error, Result};
+use crate::model::{MemoryEntry, time};
+use crate::text::TOKENIZER_VERSION;
+
+type Str = &'static str;
+type Bytes = &'static [u8];
+
+/// A write transaction with every table open.
+pub struct Writer<'t> {
+    profile: Profile,
+    txn: &'t WriteTransaction,
+    pub(crate) meta: Table<'t, Str, Bytes>,
+    pub(crate) ids: Table<'t, Str, u64>,
+    pub(crate) docs: Table<'t, u64, Bytes>,
+    pub(crate) postings: Table<'t, (Str, u64), u32>,
+    pub(crate) terms: Table<'t, Str, u64>,
+    pub(crate) fact_tokens: Table<'t, (Str, u64), ()>,
+    pub(crate) fact_terms: Table<'t, Str, u64>,
+    pub(crate) prefixes: Table<'t, (Str, Str, Str, u64), ()>,
+    pub(crate) attributes: Table<'t, (Str, Str, Str, u64), ()>,
+    pub(crate) entities: Table<'t, (Str, u64), ()>,
+    pub(crate) users: Table<'t, (Str, u64), ()>,
+    pub(crate) importance: Table<'t, (Str, u8, i64, u64), ()>,
+    pub(crate) layer_order: Table<'t, (Str, u64), ()>,
+    entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
+    stats: CorpusStats,
+}
+
+fn new_id() -> String {
+    let mut s = uuid::Uuid::new_v4().simple().to_string();
+    s.truncate(12);
+    s
+}
+
+impl<'t> Writer<'t> {
+    /// Creates every fixed table and the meta rows of a new store.
+    pub(crate) fn create_all(txn: &'t WriteTransaction, profile: Profile) -> Result<()> {
+        {
+            let mut meta = txn.open_table(META)?;
+            meta.insert(meta_keys::SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice())?;
+            meta.insert(meta_keys::TOKENIZER, TOKENIZER_VERSION.to_le_bytes().as_slice())?;
+            meta.insert(meta_keys::PROFILE, profile.as_str().as_bytes())?;
+            meta.insert(meta_keys::STATS, encode(&CorpusStats::default())?.as_slice())?;
+        }
+        txn.open_table(GRAPH_NODES)?;
+        txn.open_table(GRAPH_EDGES)?;
+        txn.open_table(GRAPH_ADJ)?;
+        txn.open_table(EVENTS)?;
+        txn.open_table(ARCHIVES)?;
+        txn.open_table(DELETION_AUDIT)?;
+        txn.open_table(SUPERSEDE_AUDIT)?;
+        // The remaining tables are opened (and so created) by `open`.
+        Ok(())
+    }
+
+    /// Opens every table of the store inside `txn`.
+    pub(crate) fn open(txn: &'t WriteTransaction, profile: Profile) -> Result<Self> {
+        let meta = txn.open_table(META)?;
+        let stats = match meta.get(meta_keys::STATS)? {
+            Some(v) => decode(v.value(), "corpus stats")?,
+            None => CorpusStats::default(),
+        };
+        Ok(Self {
+            profile,
+            txn,
+            meta,
+            ids: txn.open_table(IDS)?,
+            docs: txn.open_table(DOCS)?,
+            postings: txn.open_table(POSTINGS)?,
+            terms: txn.open_table(TERMS)?,
+            fact_tokens: txn.open_table(FACT_TOKENS)?,
+            fact_terms: txn.open_table(FACT_TERMS)?,
+            prefixes: txn.open_table(PREFIXES)?,
+            attributes: txn.open_table(ATTRIBUTES)?,
+            entities: txn.open_table(ENTITIES)?,
+            users: txn.open_table(USERS)?,
+            importance: txn.open_table(IMPORTANCE)?,
+            layer_order: txn.open_table(LAYER_ORDER)?,
+            entry_tables: HashMap::new(),
+            stats,
+        })
+    }
+
+    /// Writes the corpus statistics back. Called before commit.
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        self.meta.insert(meta_keys::STATS, encode(&self.stats)?.as_slice())?;
+        Ok(())
+    }
+
+    /// The store's profile.
+    #[must_use]
+    pub fn profile(&self) -> Profile {
+        self.profile
+    }
+
+    /// The underlying transaction (for tables outside the memory indexes).
+    #[must_use]
+    pub fn txn(&self) -> &'t WriteTransaction {
+        self.txn
+    }
+
+    /// Corpus statistics as of this point in the transaction.
+    #[must_use]
+    pub fn stats(&self) -> CorpusStats {
+        self.stats
+    }
+
+    /// The next sequence number for edges, archives and audit records.
+    pub fn next_seq(&mut self) -> u64 {
+        let s = self.stats.next_seq;
+        self.stats.next_seq += 1;
+        s
+    }
+
+    fn entry_table(&mut self, layer: &str, domain: &str) -> Result<&mut Table<'t, u64, Bytes>> {
+        let name = schema::entry_table_name(layer, domain)?;
+        if !self.entry_tables.contains_key(&name) {
+            let table = self.txn.open_table(schema::entry_table(&name))?;
+            self.entry_tables.insert(name.clone(), table);
+        }
+        self.entry_tables
+            .get_mut(&name)
+            .ok_or_else(|| Error::Storage("entry table vanished".into()))
+    }
+
+    /// Reads a meta value.
+    pub fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.meta.get(key)?.map(|v| v.value().to_vec()))
+    }
+
+    /// Writes a meta value.
+    pub fn meta_put(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        self.meta.insert(key, value)?;
+        Ok(())
+    }
+
+    /// The docno of memory `id`.
+    pub fn docno_of(&self, id: &str) -> Result<Option<u64>> {
+        query::docno_of(&self.ids, id)
+    }
+
+    /// The compact record of `docno`.
+    pub fn docinfo(&self, docno: u64) -> Result<Option<DocInfo>> {
+        query::docinfo(&self.docs, docno)
+    }
+
+    /// The entry at `docno`.
+    pub fn get(&mut self, docno: u64) -> Result<Option<MemoryEntry>> {
+        let Some(info) = self.docinfo(docno)? else { return Ok(None) };
+        let table = self.entry_table(&info.layer, &info.domain)?;
+        query::entry(table, docno)
+    }
+
+    /// Inserts a new entry (an empty id gets a fresh one). Returns its docno.
+    pub fn insert(&mut self, mut entry: MemoryEntry) -> Result<u64> {
+        entry.normalize();
+        entry.validate().map_err(Error::InvalidMemory)?;
+        schema::entry_table_name(&entry.layer, &entry.domain)?;
+        if entry.id.is_empty() {
+            entry.id = new_id();
+            while self.docno_of(&entry.id)?.is_some() {
+                entry.id = new_id();
+            }
+        } else if self.docno_of(&entry.id)?.is_some() {
+            return Err(Error::DuplicateId(entry.id));
+        }
+        let docno = self.stats.next_docno;
+        self.stats.next_docno += 1;
+        self.ids.insert(entry.id.as_str(), docno)?;
+        let keys = index_keys(&entry, self.profile);
+        self.add_rows(docno, &entry, &keys)?;
+        let record = encode(&entry)?;
+        self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;
+        Ok(docno)
+    }
+
+    /// Replaces the entry at `docno` (same id), moving it between tables when its
+    /// layer or domain changed and rewriting exactly the index rows that differ.
+    pub fn replace(&mut self, docno: u64, mut entry: MemoryEntry) -> Result<()> {
+        entry.normalize();
+        entry.validate().map_err(Error::InvalidMemory)?;
+        schema::entry_table_name(&entry.layer, &entry.domain)?;
+        let old = self.get(docno)?.ok_or_else(|| Error::NotFound(entry.id.clone()))?;
+        if old.id != entry.id {
+            return Err(Error::InvalidInput(format!(
+                "cannot change a memory's id ({:?} to {:?})",
+                old.id, entry.id
+            )));
+        }
+        let old_keys = index_keys(&old, self.profile);
+        let new_keys = index_keys(&entry, self.profile);
+        if old_keys == new_keys
+            && old.layer == entry.layer
+            && old.domain == entry.domain
+            && old.user_id == entry.user_id
+            && old.importance == entry.importance
+            && old.created_at == entry.created_at
+        {
+            // Only the record and its compact twin change (e.g. access metadata).
+            let info = DocInfo::from_entry(&entry, new_keys.doc_len);
+            self.docs.insert(docno, encode(&info)?.as_slice())?;
+        } else {
+            self.remove_rows(docno, &old, &old_keys)?;
+            self.add_rows(docno, &entry, &new_keys)?;
+        }
+        if old.layer != entry.layer || old.domain != entry.domain {
+            self.entry_table(&old.layer, &old.domain)?.remove(docno)?;
+        }
+        let record = encode(&entry)?;
+        self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;
+        Ok(())
+    }
+
+    /// Removes the entry at `docno` and every index row of it. Returns the entry.
+    pub fn remove(&mut self, docno: u64) -> Result<Option<MemoryEntry>> {
+        let Some(old) = self.get(docno)? else { return Ok(None) };
+        let keys = index_keys(&old, self.profile);
+        self.remove_rows(docno, &old, &keys)?;
+        self.entry_table(&old.layer, &old.domain)?.remove(docno)?;
+        self.ids.remove(old.id.as_str())?;
+        Ok(Some(old))
+    }
+
+    fn add_rows(&mut self, docno: u64, e: &MemoryEntry, keys: &IndexKeys) -> Result<()> {
+        let info = DocInfo::from_entry(e, keys.doc_len);
+        self.docs.insert(docno, encode(&info)?.as_slice())?;
+        for (tok, tf) in &keys.tokens {
+            self.postings.insert((tok.as_str(), docno), *tf)?;
+            bump(&mut self.terms, tok, 1)?;
+        }
+        self.stats.docs += 1;
+        self.stats.total_len += u64::from(keys.doc_len);
+        for tok in &keys.fact_tokens {
+            self.fact_tokens.insert((tok.as_str(), docno), ())?;
+            bump(&mut self.fact_terms, tok, 1)?;
+        }
+        let user = e.user_id.as_deref().unwrap_or("");
+        for slot in &keys.slots {
+            self.prefixes.insert((slot.as_str(), user, e.domain.as_str(), docno), ())?;
+        }
+        for attr in &keys.attributes {
+            self.attributes.insert((attr.as_str(), user, e.domain.as_str(), docno), ())?;
+        }
+        for ent in &keys.entities {
+            self.entities.insert((ent.as_str(), docno), ())?;
+        }
+        if let Some(u) = &e.user_id {
+            self.users.insert((u.as_str(), docno), ())?;
+        }
+        self.importance
+            .insert((e.layer.as_str(), e.importance, time::to_micros(&e.created_at), docno), ())?;
+        self.layer_order.insert((e.layer.as_str(), docno), ())?;
+        Ok(())
+    }
+
+    fn remove_rows(&mut self, docno: u64, e: &MemoryEntry, keys: &IndexKeys) -> Result<()> {
+        self.docs.remove(docno)?;
+        for tok in keys.tokens.keys() {
+            self.postings.remove((tok.as_str(), docno))?;
+            bump(&mut self.terms, tok, -1)?;
+        }
+        self.stats.docs = self.stats.docs.saturating_sub(1);
+        self.stats.total_len = self.stats.total_len.saturating_sub(u64::from(keys.doc_len));
+        for tok in &keys.fact_tokens {
+            self.fact_tokens.remove((tok.as_str(), docno))?;
+            bump(&mut self.fact_terms, tok, -1)?;
+        }
+        let user = e.user_id.as_deref().unwrap_or("");
+        for slot in &keys.slots {
+            self.prefixes.remove((slot.as_str(), user, e.domain.as_str(), docno))?;
+        }
+        for attr in &keys.attributes {
+            self.attributes.remove((attr.as_str(), user, e.domain.as_str(), docno))?;
+        }
+        for ent in &keys.entities {
+            self.entities.remove((ent.as_str(), docno))?;
+        }
+        if let Some(u) = &e.user_id {
+            self.users.remove((u.as_str(), docno))?;
+        }
+        self.importance.remove((
+            e.layer.as_str(),
+            e.importance,
+            time::to_micros(&e.created_at),
+            docno,
+        ))?;
+        self.layer_order.remove((e.layer.as_str(), docno))?;
+        Ok(())
+    }
+
+    /// Removes every entry table that is empty (called by rebuilds and restores).
+    pub fn entry_table_names(&self) -> Result<Vec<String>> {
+        use redb::TableHandle;
+        Ok(self
+            .txn
+            .list_tables()?
+            .map(|h| h.name().to_owned())
+            .filter(|n| n.starts_with(ENTRY_TABLE_PREFIX))
+            .collect())
+    }
+}
+
+fn bump(table: &mut Table<'_, Str, u64>, key: &str, delta: i64) -> Result<()> {
+    let cur = query::counter(table, key)?;
+    let next = if delta >= 0 {
+        cur + delta.unsigned_abs()
+    } else {
+        cur.saturating_sub(delta.unsigned_abs())
+    };
+    if next == 0 {
+        table.remove(key)?;
+    } else {
+        table.insert(key, next)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,150 @@
+//! Index consistency: random add / update / supersede / remove sequences, then every
+//! index is compared with a brute-force derivation from the entries.
+
+use proptest::prelude::*;
+use soulmem::{Memory, MemoryEntry, MemoryType, Profile, Visibility};
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add { layer: u8, domain: u8, user: u8, text: u8, importance: u8 },
+    Update { pick: u8, text: u8, importance: u8, domain: u8 },
+    Supersede { pick: u8 },
+    Remove { pick: u8 },
+}
+
+const TEXTS: &[&str] = &[
+    "User lives in Paris",
+    "User lives in Lyon",
+    "User works at Acme as a structural engineer",
+    "User prefers tea over coffee",
+    "User's favorite color is green",
+    "User: I moved to Berlin last month\nAgent: Nice!",
+    "Deploy with docker compose and postgres",
+    "User is learning Rust and Python",
+    "the the the user user",
+    "User uses Neovim with Lua plugins",
+];
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u8..4, 0u8..3, 0u8..3, 0u8..10, 1u8..=10).prop_map(|(layer, domain, user, text, importance)| Op::Add { layer, domain, user, text, importance }),
+        2 => (any::<u8>(), 0u8..10, 1u8..=10, 0u8..3).prop_map(|(pick, text, importance, domain)| Op::Update { pick, text, importance, domain }),
+        1 => any::<u8>().prop_map(|pick| Op::Supersede { pick }),
+        1 => any::<u8>().prop_map(|pick| Op::Remove { pick }),
+    ]
+}
+
+fn run(profile: Profile, ops: Vec<Op>) {
+    let mem = Memory::builder().profile(profile).open_in_memory().expect("open");
+    let mut ids: Vec<String> = Vec::new();
+    let layers = ["semantic", "episodic", "procedural", "journal"];
+    let domains = ["default", "work", "home"];
+    for op in ops {
+        match op {
+            Op::Add { layer, domain, user, text, importance } => {
+                let mut e = MemoryEntry::new(MemoryType::Semantic, TEXTS[text as usize]);
+                e.layer = layers[layer as usize].to_owned();
+                if layer == 1 {
+                    e.kind = MemoryType::Episodic;
+                }
+                e.domain = domains[domain as usize].to_owned();
+                e.user_id = (user > 0).then(|| format!("u{user}"));
+                e.importance = importance;
+                e.entities = vec!["Paris".into(), "rust".into()];
+                e.visibility = Visibility::Public;
+                ids.push(mem.add(e).expect("add"));
+            }
+            Op::Update { pick, text, importance, domain } if !ids.is_empty() => {
+                let id = &ids[pick as usize % ids.len()];
+                let mut e = mem.get(id).expect("get").expect("present");
+                e.content = TEXTS[text as usize].to_owned();
+                e.importance = importance;
+                e.domain = domains[domain as usize].to_owned();
+                mem.update(e).expect("update");
+            }
+            Op::Supersede { pick } if !ids.is_empty() => {
+                let id = &ids[pick as usize % ids.len()];
+                let mut e = mem.get(id).expect("get").expect("present");
+                e.superseded_by = Some("new".into());
+                mem.update(e).expect("update");
+            }
+            Op::Remove { pick } if !ids.is_empty() => {
+                let id = ids.remove(pick as usize % ids.len());
+                assert!(mem.remove(&id).expect("remove"));
+                assert!(mem.get(&id).expect("get").is_none());
+            }
+            _ => {}
+        }
+    }
+    let report = mem.check(|_| {}).expect("check");
+    assert!(report.is_ok(), "{:#?}", report.problems);
+    assert_eq!(report.entries, ids.len() as u64);
+    assert_eq!(mem.count().expect("count"), ids.len() as u64);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn indexes_match_brute_force_default(ops in prop::collection::vec(op(), 1..60)) {
+        run(Profile::Default, ops);
+    }
+
+    #[test]
+    fn indexes_match_brute_force_reference(ops in prop::collection::vec(op(), 1..60)) {
+        run(Profile::Reference, ops);
+    }
+}
+
+#[test]
+fn persists_across_reopen_and_rejects_foreign_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("s.redb");
+    let id = {
+        let mem = Memory::open(&path).expect("open");
+        let mut e = MemoryEntry::new(MemoryType::Semantic, "User lives in Oslo");
+        e.domain = "home".into();
+        mem.add(e).expect("add")
+    };
+    let mem = Memory::open(&path).expect("reopen");
+    let e = mem.get(&id).expect("get").expect("persisted");
+    assert_eq!(e.content, "User lives in Oslo");
+    assert_eq!(mem.domains("semantic").expect("domains").get("home"), Some(&1));
+    assert!(mem.check(|_| {}).expect("check").is_ok());
+    drop(mem);
+
+    let junk = dir.path().join("junk.redb");
+    std::fs::write(&junk, b"this is not a database at all, just some text").expect("write");
+    let err = Memory::open(&junk).expect_err("junk must not open");
+    assert!(matches!(err, soulmem::Error::Open { .. }), "{err}");
+}
+
+#[test]
+fn bad_names_are_errors_not_panics() {
+    let mem = Memory::open_in_memory().expect("open");
+    let mut e = MemoryEntry::new(MemoryType::Semantic, "x");
+    e.domain = "no spaces please".into();
+    assert!(matches!(mem.add(e), Err(soulmem::Error::InvalidName { .. })));
+    assert!(mem.layer("bad:name").is_err());
+    let mut e = MemoryEntry::new(MemoryType::Semantic, "x");
+    e.importance = 11;
+    assert!(matches!(mem.add(e), Err(soulmem::Error::InvalidMemory(_))));
+    assert_eq!(mem.count().expect("count"), 0);
+}
+
+#[test]
+fn a_reader_keeps_its_snapshot_while_a_writer_commits() {
+    let mem = std::sync::Arc::new(Memory::open_in_memory().expect("open"));
+    mem.add(MemoryEntry::new(MemoryType::Semantic, "first")).expect("add");
+    let snapshot = mem.snapshot().expect("snapshot");
+    let m2 = mem.clone();
+    std::thread::spawn(move || {
+        m2.add_batch(
+            (0..50).map(|i| MemoryEntry::new(MemoryType::Semantic, format!("fact {i}"))).collect(),
+        )
+        .expect("batch");
+    })
+    .join()
+    .expect("writer");
+    assert_eq!(snapshot.count().expect("count"), 1, "the snapshot must not see later commits");
+    assert_eq!(mem.layer("semantic").expect("layer").count(None).expect("count"), 51);
+}
