@@ -25,12 +25,14 @@ pub mod write;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use error::{Error, Result};
-pub use memory::{Core, LayerView, Memory, MemoryBuilder, Settings, Snapshot};
+pub use memory::{Core, LayerView, Memory, MemoryBuilder, Settings, Snapshot, StoreStats};
 pub use model::{
     MemoryCategory, MemoryEntry, MemoryType, SignificanceScore, SomaticMarker, Timestamp,
     Visibility,
 };
 pub use profile::Profile;
+pub use read::{Recall, RecallQuery, RecallTrace};
+pub use write::lifecycle::{ForgetReport, Remember};
 
 /// The domain used when none is given.
 pub const DEFAULT_DOMAIN: &str = "default";

@@ -126,7 +126,7 @@ impl MemoryBuilder {
     fn finish(self, store: Store) -> Memory {
         let profile = store.profile();
         let settings = self.settings.unwrap_or_else(|| Settings::for_profile(profile));
-        Memory { store, clock: self.clock, settings }
+        Memory { store, clock: self.clock, settings, pool: std::sync::OnceLock::new() }
     }
 }
 
@@ -139,6 +139,7 @@ pub struct Memory {
     pub(crate) store: Store,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) settings: Settings,
+    pub(crate) pool: std::sync::OnceLock<Option<rayon::ThreadPool>>,
 }
 
 /// Core memory: the always-loaded persona and human profile.
@@ -193,6 +194,19 @@ impl Memory {
 
     pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Writer<'_>) -> Result<T>) -> Result<T> {
         self.store.write(self.settings.durable, f)
+    }
+
+    /// Runs `f` on soulmem's own rayon pool (one thread per core), or inline when the
+    /// pool cannot be built.
+    pub(crate) fn install<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let pool = self.pool.get_or_init(|| {
+            let n = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+            rayon::ThreadPoolBuilder::new().num_threads(n).thread_name(|i| format!("soulmem-rank-{i}")).build().ok()
+        });
+        match pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
     }
 
     pub(crate) fn read(&self) -> Result<Reader> {
@@ -528,5 +542,74 @@ impl Memory {
     /// Storage errors only.
     pub fn snapshot(&self) -> Result<Snapshot> {
         Ok(Snapshot { reader: self.read()? })
+    }
+}
+
+/// Counts that describe a store.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct StoreStats {
+    /// The behaviour profile.
+    pub profile: String,
+    /// Memories in total.
+    pub memories: u64,
+    /// Entries per layer and domain.
+    pub layers: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Rows per index table.
+    pub index_rows: BTreeMap<String, u64>,
+    /// Memories in the inverted index and their total length in tokens.
+    pub corpus_docs: u64,
+    /// Sum of document lengths.
+    pub corpus_tokens: u64,
+    /// Ops applied by `soulctl ingest`.
+    pub ingested_ops: u64,
+    /// Knowledge-graph nodes and edges.
+    pub graph_nodes: u64,
+    /// Knowledge-graph edges.
+    pub graph_edges: u64,
+}
+
+impl Memory {
+    /// Counts per layer and domain, index sizes and corpus statistics.
+    ///
+    /// # Errors
+    /// Storage errors only.
+    pub fn stats(&self) -> Result<StoreStats> {
+        use redb::ReadableTableMetadata;
+        let r = self.read()?;
+        let mut s = StoreStats { profile: self.profile().as_str().to_owned(), ..StoreStats::default() };
+        for (l, d) in r.entry_tables()? {
+            let n = r.table_len(&l, &d)?;
+            if n > 0 {
+                s.layers.entry(l).or_default().insert(d, n);
+                s.memories += n;
+            }
+        }
+        let rows = [
+            ("ids", r.ids.len()?),
+            ("docs", r.docs.len()?),
+            ("postings", r.postings.len()?),
+            ("terms", r.terms.len()?),
+            ("fact_tokens", r.fact_tokens.len()?),
+            ("fact_terms", r.fact_terms.len()?),
+            ("fact_prefixes", r.prefixes.len()?),
+            ("fact_attributes", r.attributes.len()?),
+            ("entities", r.entities.len()?),
+            ("users", r.users.len()?),
+            ("importance", r.importance.len()?),
+            ("layer_order", r.layer_order.len()?),
+        ];
+        for (k, v) in rows {
+            s.index_rows.insert(k.to_owned(), v);
+        }
+        let st = r.stats();
+        s.corpus_docs = st.docs;
+        s.corpus_tokens = st.total_len;
+        s.ingested_ops = r
+            .meta_get(meta_keys::INGESTED_OPS)?
+            .and_then(|b| b.as_slice().try_into().ok().map(u64::from_le_bytes))
+            .unwrap_or(0);
+        s.graph_nodes = r.txn().open_table(schema::GRAPH_NODES)?.len()?;
+        s.graph_edges = r.txn().open_table(schema::GRAPH_EDGES)?.len()?;
+        Ok(s)
     }
 }

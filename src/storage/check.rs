@@ -39,8 +39,8 @@ struct Expected {
     docs: BTreeMap<u64, DocInfo>,
     postings: BTreeMap<(String, u64), u32>,
     terms: BTreeMap<String, u64>,
-    fact_tokens: BTreeSet<(String, u64)>,
-    fact_terms: BTreeMap<String, u64>,
+    fact_tokens: BTreeSet<(String, String, u64)>,
+    fact_terms: BTreeMap<(String, String), u64>,
     prefixes: BTreeSet<Key4>,
     attributes: BTreeSet<Key4>,
     entities: BTreeSet<(String, u64)>,
@@ -118,9 +118,10 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
             }
             exp.docs_count += 1;
             exp.total_len += u64::from(keys.doc_len);
+            let part = super::schema::fact_partition(e.user_id.as_deref(), &e.domain);
             for t in &keys.fact_tokens {
-                exp.fact_tokens.insert((t.clone(), docno));
-                *exp.fact_terms.entry(t.clone()).or_default() += 1;
+                exp.fact_tokens.insert((part.clone(), t.clone(), docno));
+                *exp.fact_terms.entry((part.clone(), t.clone())).or_default() += 1;
             }
             let user = e.user_id.clone().unwrap_or_default();
             for s in &keys.slots {
@@ -178,9 +179,10 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     }
     diff_map("terms", &exp.terms, &got_terms, p);
     let mut got_ft = BTreeMap::new();
-    for row in r.fact_terms.range::<&str>(..)? {
+    for row in r.fact_terms.range::<(&str, &str)>(..)? {
         let (k, v) = row?;
-        got_ft.insert(k.value().to_owned(), v.value());
+        let (a, b) = k.value();
+        got_ft.insert((a.to_owned(), b.to_owned()), v.value());
         rows += 1;
     }
     diff_map("fact_terms", &exp.fact_terms, &got_ft, p);
@@ -197,7 +199,14 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
             diff($name, $want, &got, p);
         }};
     }
-    pairs!(r.fact_tokens, "fact_tokens", &exp.fact_tokens);
+    let mut got_ftok = BTreeSet::new();
+    for row in r.fact_tokens.range::<(&str, &str, u64)>(..)? {
+        let (k, _) = row?;
+        let (a, b, c) = k.value();
+        got_ftok.insert((a.to_owned(), b.to_owned(), c));
+        rows += 1;
+    }
+    diff("fact_tokens", &exp.fact_tokens, &got_ftok, p);
     pairs!(r.entities, "entities", &exp.entities);
     pairs!(r.users, "users", &exp.users);
     pairs!(r.layer_order, "layer_order", &exp.layer_order);

@@ -7,6 +7,7 @@
 pub mod check;
 mod codec;
 mod docinfo;
+pub mod graph;
 pub mod keys;
 mod query;
 mod reader;

@@ -32,12 +32,20 @@ pub const POSTINGS: TableDefinition<(&str, u64), u32> = TableDefinition::new("po
 /// `token → document frequency` in [`POSTINGS`].
 pub const TERMS: TableDefinition<&str, u64> = TableDefinition::new("terms");
 
-/// `(dedup token, docno) → ()` over active semantic facts (dedup tokenizer, minimum
-/// 2 letters minus stop-words): dedup and similarity candidates.
-pub const FACT_TOKENS: TableDefinition<(&str, u64), ()> = TableDefinition::new("fact_tokens");
+/// `(partition, dedup token, docno) → ()` over active semantic facts (dedup
+/// tokenizer, minimum 2 letters minus stop-words): dedup and similarity candidates.
+/// The partition is `user_id ␟ domain` ([`fact_partition`]), so a lookup reads only
+/// the facts of one user and domain.
+pub const FACT_TOKENS: TableDefinition<(&str, &str, u64), ()> = TableDefinition::new("fact_tokens");
 
-/// `dedup token → number of active facts containing it`.
-pub const FACT_TERMS: TableDefinition<&str, u64> = TableDefinition::new("fact_terms");
+/// `(partition, dedup token) → number of active facts of the partition containing it`.
+pub const FACT_TERMS: TableDefinition<(&str, &str), u64> = TableDefinition::new("fact_terms");
+
+/// The partition key of a fact's owner and domain in [`FACT_TOKENS`].
+#[must_use]
+pub fn fact_partition(user_id: Option<&str>, domain: &str) -> String {
+    format!("{}\u{1f}{domain}", user_id.unwrap_or(""))
+}
 
 /// `(slot key, user_id or "", domain, docno) → ()` over active semantic facts: prefix
 /// conflict lookup.

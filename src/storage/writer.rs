@@ -26,8 +26,8 @@ pub struct Writer<'t> {
     pub(crate) docs: Table<'t, u64, Bytes>,
     pub(crate) postings: Table<'t, (Str, u64), u32>,
     pub(crate) terms: Table<'t, Str, u64>,
-    pub(crate) fact_tokens: Table<'t, (Str, u64), ()>,
-    pub(crate) fact_terms: Table<'t, Str, u64>,
+    pub(crate) fact_tokens: Table<'t, (Str, Str, u64), ()>,
+    pub(crate) fact_terms: Table<'t, (Str, Str), u64>,
     pub(crate) prefixes: Table<'t, (Str, Str, Str, u64), ()>,
     pub(crate) attributes: Table<'t, (Str, Str, Str, u64), ()>,
     pub(crate) entities: Table<'t, (Str, u64), ()>,
@@ -242,9 +242,10 @@ impl<'t> Writer<'t> {
         }
         self.stats.docs += 1;
         self.stats.total_len += u64::from(keys.doc_len);
+        let part = schema::fact_partition(e.user_id.as_deref(), &e.domain);
         for tok in &keys.fact_tokens {
-            self.fact_tokens.insert((tok.as_str(), docno), ())?;
-            bump(&mut self.fact_terms, tok, 1)?;
+            self.fact_tokens.insert((part.as_str(), tok.as_str(), docno), ())?;
+            bump2(&mut self.fact_terms, &part, tok, 1)?;
         }
         let user = e.user_id.as_deref().unwrap_or("");
         for slot in &keys.slots {
@@ -273,9 +274,10 @@ impl<'t> Writer<'t> {
         }
         self.stats.docs = self.stats.docs.saturating_sub(1);
         self.stats.total_len = self.stats.total_len.saturating_sub(u64::from(keys.doc_len));
+        let part = schema::fact_partition(e.user_id.as_deref(), &e.domain);
         for tok in &keys.fact_tokens {
-            self.fact_tokens.remove((tok.as_str(), docno))?;
-            bump(&mut self.fact_terms, tok, -1)?;
+            self.fact_tokens.remove((part.as_str(), tok.as_str(), docno))?;
+            bump2(&mut self.fact_terms, &part, tok, -1)?;
         }
         let user = e.user_id.as_deref().unwrap_or("");
         for slot in &keys.slots {
@@ -323,6 +325,17 @@ fn bump(table: &mut Table<'_, Str, u64>, key: &str, delta: i64) -> Result<()> {
         table.remove(key)?;
     } else {
         table.insert(key, next)?;
+    }
+    Ok(())
+}
+
+fn bump2(table: &mut Table<'_, (Str, Str), u64>, part: &str, key: &str, delta: i64) -> Result<()> {
+    let cur = table.get((part, key))?.map_or(0, |v| v.value());
+    let next = if delta >= 0 { cur + delta.unsigned_abs() } else { cur.saturating_sub(delta.unsigned_abs()) };
+    if next == 0 {
+        table.remove((part, key))?;
+    } else {
+        table.insert((part, key), next)?;
     }
     Ok(())
 }

@@ -2,7 +2,10 @@
 //! synonym groups. Index keys are built from this output, so any change to it bumps
 //! [`TOKENIZER_VERSION`] and the store's schema.
 
+mod stopwords;
 mod tokenize;
+
+pub use stopwords::is_stop_word;
 
 pub use tokenize::{
     TOKENIZER_VERSION, expand_synonyms, relevance_score, synonyms_of, tokenize, tokenize_dedup,

@@ -7,5 +7,6 @@ pub mod entities;
 pub mod evict;
 pub mod facts;
 pub mod keys;
+pub mod lifecycle;
 pub mod sentiment;
 pub mod significance;

@@ -1,5 +1,46 @@
-//! soulctl: operate soulmem stores from the shell.
+//! soulctl: operate soulmem stores from the shell. One module per subcommand.
 
-fn main() {
-    println!("soulctl {}", env!("CARGO_PKG_VERSION"));
+mod cmd;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Operate soulmem stores.
+#[derive(Parser, Debug)]
+#[command(name = "soulctl", version, about)]
+struct Cli {
+    /// The store file (created when missing).
+    #[arg(long, global = true)]
+    db: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Store a short built-in conversation in ./soulmem-demo.redb and show what it remembers.
+    Demo(cmd::demo::Args),
+    /// Counts per layer and domain, index sizes and file size.
+    Stats(cmd::stats::Args),
+    /// Replay a scenario (JSON Lines) and print one result line per op.
+    Replay(cmd::replay::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let db = cli.db;
+    let result = match cli.command {
+        Command::Demo(a) => cmd::demo::run(db, a),
+        Command::Stats(a) => cmd::stats::run(db, a),
+        Command::Replay(a) => cmd::replay::run(db, a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("soulctl: {e:#}");
+            ExitCode::from(2)
+        }
+    }
 }

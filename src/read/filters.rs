@@ -1,0 +1,109 @@
+//! Recall filters: who may see what.
+
+use crate::model::{MemoryType, Visibility};
+use crate::read::query::RecallQuery;
+use crate::storage::DocInfo;
+
+/// True when `outer` contains `inner` by hierarchical glob rules (`*` contains all;
+/// `a:b:*` contains `a:b` and every `a:b:…`; equal strings contain each other).
+#[must_use]
+pub fn scope_contains(outer: &str, inner: &str) -> bool {
+    if outer == "*" || outer == inner {
+        return true;
+    }
+    if let Some(prefix) = outer.strip_suffix(":*") {
+        return inner == prefix || inner.starts_with(&format!("{prefix}:"));
+    }
+    false
+}
+
+/// soul-protocol's `match_scope`: a memory without scopes is visible to every caller,
+/// a caller without scopes sees everything, otherwise one pair must contain the other
+/// in either direction.
+#[must_use]
+pub fn match_scope(entity: &[String], allowed: &[String]) -> bool {
+    if entity.is_empty() || allowed.is_empty() {
+        return true;
+    }
+    entity.iter().any(|e| allowed.iter().any(|a| scope_contains(e, a) || scope_contains(a, e)))
+}
+
+/// Visibility by requester: the soul itself (`None`) sees all; others see public
+/// memories, and bonded ones when their bond reaches the threshold.
+#[must_use]
+pub fn visible_to(vis: Visibility, requester: Option<&str>, bond: f64, threshold: f64) -> bool {
+    match (requester, vis) {
+        (None, _) | (Some(_), Visibility::Public) => true,
+        (Some(_), Visibility::Bonded) => bond >= threshold,
+        (Some(_), Visibility::Private) => false,
+    }
+}
+
+/// The first filter of `q` that excludes `info`, by name; `None` when it passes.
+#[must_use]
+pub fn rejects(q: &RecallQuery, info: &DocInfo, bond_threshold: f64) -> Option<&'static str> {
+    let kind = info.kind();
+    if kind == MemoryType::Core {
+        return Some("core");
+    }
+    if let Some(layer) = &q.layer {
+        if &info.layer != layer {
+            return Some("layer");
+        }
+    } else if let Some(types) = &q.types
+        && !types.iter().any(|t| t == &info.layer)
+    {
+        return Some("types");
+    }
+    if q.domain.as_ref().is_some_and(|d| d != &info.domain) {
+        return Some("domain");
+    }
+    if let Some(u) = &q.user_id
+        && info.user_id.as_ref().is_some_and(|owner| owner != u)
+    {
+        return Some("user_id");
+    }
+    if i32::from(info.importance) < q.min_importance {
+        return Some("min_importance");
+    }
+    if info.superseded && !q.include_superseded {
+        return Some("superseded");
+    }
+    if info.archived {
+        return Some("archived");
+    }
+    if !visible_to(info.visibility(), q.requester_id.as_deref(), q.bond_strength, bond_threshold) {
+        return Some("visibility");
+    }
+    if let Some(allowed) = &q.scopes
+        && !match_scope(&info.scope, allowed)
+    {
+        return Some("scope");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_globs_match_both_ways() {
+        let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+        assert!(match_scope(&s(&["org:sales:leads"]), &s(&["org:sales:*"])));
+        assert!(match_scope(&s(&["org:sales:*"]), &s(&["org:sales:leads"])));
+        assert!(match_scope(&s(&["org:sales:*"]), &s(&["org:*"])));
+        assert!(!match_scope(&s(&["org:sales:leads"]), &s(&["org:support:*"])));
+        assert!(match_scope(&s(&[]), &s(&["org:support:*"])));
+        assert!(!match_scope(&s(&["org:salesforce"]), &s(&["org:sales:*"])));
+    }
+
+    #[test]
+    fn visibility_tiers() {
+        assert!(visible_to(Visibility::Private, None, 0.0, 30.0));
+        assert!(!visible_to(Visibility::Private, Some("x"), 100.0, 30.0));
+        assert!(visible_to(Visibility::Bonded, Some("x"), 30.0, 30.0));
+        assert!(!visible_to(Visibility::Bonded, Some("x"), 29.9, 30.0));
+        assert!(visible_to(Visibility::Public, Some("x"), 0.0, 30.0));
+    }
+}

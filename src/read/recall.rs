@@ -1,0 +1,297 @@
+//! The default profile's recall: index-driven candidates, graph expansion, parallel
+//! activation ranking, filters, access updates and a trace.
+
+use std::collections::{BTreeSet, HashMap};
+
+use rayon::prelude::*;
+
+use super::candidates::{self, Candidate, Term};
+use super::filters;
+use super::query::{Recall, RecallQuery, RecallTrace, ScoreParts, TraceEntry};
+use crate::error::Result;
+use crate::memory::Memory;
+use crate::model::{MemoryEntry, time};
+use crate::storage::{DocInfo, Reader};
+use crate::text::{is_stop_word, synonyms_of, tokenize_list};
+
+/// Weight of the ACT-R base level.
+pub const W_BASE: f64 = 1.0;
+/// Weight of spreading activation (query relevance).
+pub const W_SPREAD: f64 = 2.0;
+/// Weight of the emotional boost.
+pub const W_EMOTION: f64 = 0.5;
+/// Weight of significance.
+pub const W_SIGNIFICANCE: f64 = 0.3;
+/// Weight of salience around its neutral 0.5.
+pub const W_SALIENCE: f64 = 0.5;
+/// ACT-R decay rate.
+pub const DECAY: f64 = 0.5;
+/// Query-side weight of a synonym expansion.
+pub const SYNONYM_WEIGHT: f64 = 0.4;
+/// Related entities followed per query.
+pub const MAX_GRAPH_TERMS: usize = 8;
+
+/// Query terms for the default profile: tokens minus stop-words, plus synonyms.
+#[must_use]
+pub fn query_terms(query: &str) -> Vec<Term> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for t in tokenize_list(query, 3) {
+        if is_stop_word(&t) || !seen.insert(t.clone()) {
+            continue;
+        }
+        if let Some(group) = synonyms_of(&t) {
+            for s in group.iter().filter(|s| **s != t) {
+                out.push(Term { token: (*s).to_owned(), weight: SYNONYM_WEIGHT });
+            }
+        }
+        out.push(Term { token: t, weight: 1.0 });
+    }
+    out
+}
+
+/// ACT-R base level: `ln Σ t^-d` over access times (seconds ago, at least 1), with
+/// the creation time counted as the first access.
+#[must_use]
+pub fn base_level(info: &DocInfo, now_us: i64) -> f64 {
+    let mut total = 0.0;
+    let mut add = |t: i64| {
+        let secs = ((now_us - t) as f64 / 1e6).max(1.0);
+        total += secs.powf(-DECAY);
+    };
+    if info.access.first() != Some(&info.created_at) {
+        add(info.created_at);
+    }
+    for &t in &info.access {
+        add(t);
+    }
+    if total > 0.0 { total.ln() } else { 0.0 }
+}
+
+/// Emotional boost: arousal plus 0.3·|valence|, capped at 1.
+#[must_use]
+pub fn emotional_boost(somatic: Option<(f64, f64)>) -> f64 {
+    somatic.map_or(0.0, |(valence, arousal)| (arousal + valence.abs() * 0.3).min(1.0))
+}
+
+/// Scores one candidate. `spread` is its normalised text relevance in 0..=1.
+#[must_use]
+pub fn activation(info: &DocInfo, spread: f64, now_us: i64) -> ScoreParts {
+    let base = base_level(info, now_us);
+    let emotion = emotional_boost(info.somatic);
+    let significance = W_SIGNIFICANCE * info.significance;
+    let salience = (info.salience - 0.5) * W_SALIENCE;
+    let total = W_BASE * base + W_SPREAD * spread + W_EMOTION * emotion + significance + salience;
+    ScoreParts { base, spread, emotion, significance, salience, personality: 0.0, vector: 0.0, total }
+}
+
+struct Pooled {
+    cand: Candidate,
+    source: String,
+}
+
+/// Graph nodes named in the query (whole words, one to three words long), without
+/// the `user` hub every first-person fact hangs off.
+fn query_entities(r: &Reader, query: &str) -> Result<Vec<String>> {
+    let words: Vec<String> = query
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-' || c == '+' || c == '#'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let mut out = Vec::new();
+    for n in (1..=3).rev() {
+        for win in words.windows(n) {
+            let name = win.join(" ");
+            if name == "user" || (n == 1 && (is_stop_word(&name) || name.len() < 2)) {
+                continue;
+            }
+            if !out.contains(&name) && r.graph_has_node(&name)? {
+                out.push(name);
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Memory {
+    pub(crate) fn recall_default(&self, q: &RecallQuery) -> Result<Recall> {
+        let now = self.now();
+        let now_us = time::to_micros(&now);
+        let threshold = self.settings.bond_threshold;
+        let r = self.read()?;
+        let mut trace = RecallTrace { profile: "default".into(), ..RecallTrace::default() };
+        let terms = query_terms(&q.query);
+        let stats = candidates::term_stats(&r, &terms)?;
+        trace.terms = stats.iter().map(|s| (s.token.clone(), s.idf)).collect();
+        let want = if q.progressive { q.limit * 2 } else { q.limit };
+        let pool_size = (want * 4).max(40);
+        let mut dropped: Vec<TraceEntry> = Vec::new();
+        let mut accept = |_: u64, info: &DocInfo| match filters::rejects(q, info, threshold) {
+            None => true,
+            Some(why) => {
+                if q.explain {
+                    dropped.push(TraceEntry {
+                        id: info.id.clone(),
+                        layer: info.layer.clone(),
+                        source: "text".into(),
+                        bm25: 0.0,
+                        dropped_by: Some(why.to_owned()),
+                        score: None,
+                        rank: None,
+                    });
+                }
+                false
+            }
+        };
+        let (text, read) = candidates::top_k(&r, &stats, pool_size, &mut accept)?;
+        trace.postings_read += read;
+        let mut pool: Vec<Pooled> = text.into_iter().map(|c| Pooled { cand: c, source: "text".into() }).collect();
+        let mut in_pool: HashMap<u64, usize> = pool.iter().enumerate().map(|(i, p)| (p.cand.docno, i)).collect();
+
+        // Graph expansion: memories about entities related to the ones named.
+        let named = query_entities(&r, &q.query)?;
+        let mut related: Vec<String> = Vec::new();
+        for name in &named {
+            let mut rel = Vec::new();
+            for e in r.graph_edges_of(name)? {
+                if !e.is_active() {
+                    continue;
+                }
+                for other in [&e.source, &e.target] {
+                    let lo = other.to_lowercase();
+                    if lo != *name && lo != "user" && !rel.contains(&lo) {
+                        rel.push(lo);
+                    }
+                }
+            }
+            trace.graph.push((name.clone(), rel.clone()));
+            related.extend(rel);
+        }
+        related.dedup();
+        related.truncate(MAX_GRAPH_TERMS);
+        for ent in &related {
+            let ent_terms: Vec<Term> =
+                tokenize_list(ent, 3).into_iter().map(|token| Term { token, weight: 0.5 }).collect();
+            let ent_stats = candidates::term_stats(&r, &ent_terms)?;
+            let (found, read) = candidates::top_k(&r, &ent_stats, q.limit, &mut accept)?;
+            trace.postings_read += read;
+            let mut tagged: Vec<Candidate> = found;
+            for row in r.entities.range((ent.as_str(), 0u64)..=(ent.as_str(), u64::MAX))?.take(q.limit) {
+                let docno = row?.0.value().1;
+                if let Some(info) = r.docinfo(docno)?
+                    && accept(docno, &info)
+                {
+                    tagged.push(Candidate { docno, bm25: 0.0, info });
+                }
+            }
+            for c in tagged {
+                if let Some(&i) = in_pool.get(&c.docno) {
+                    pool[i].cand.bm25 = pool[i].cand.bm25.max(c.bm25);
+                    continue;
+                }
+                in_pool.insert(c.docno, pool.len());
+                pool.push(Pooled { cand: c, source: format!("graph:{ent}") });
+            }
+        }
+
+        // Rank in parallel on soulmem's pool; ties broken by id for determinism.
+        let max_bm25 = pool.iter().map(|p| p.cand.bm25).fold(0.0_f64, f64::max);
+        let mut scored: Vec<(ScoreParts, usize)> = self.install(|| {
+            pool.par_iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let spread = if max_bm25 > 0.0 { p.cand.bm25 / max_bm25 } else { 0.0 };
+                    // Graph-only candidates get a fixed share of relevance.
+                    let spread = if p.source == "text" { spread } else { spread.max(0.25) };
+                    (activation(&p.cand.info, spread, now_us), i)
+                })
+                .collect()
+        });
+        scored.sort_by(|a, b| {
+            b.0.total.total_cmp(&a.0.total).then_with(|| pool[a.1].cand.info.id.cmp(&pool[b.1].cand.info.id))
+        });
+        scored.truncate(want);
+
+        // Load the winners, then record the access.
+        let mut out = Recall::default();
+        let mut touched: Vec<u64> = Vec::new();
+        for (rank, (parts, i)) in scored.iter().enumerate() {
+            let p = &pool[*i];
+            let Some(mut entry) = r.entry_in(&p.cand.info.layer, &p.cand.info.domain, p.cand.docno)? else {
+                continue;
+            };
+            if rank >= q.limit {
+                if let Some(a) = entry.r#abstract.clone() {
+                    entry.content = a;
+                    entry.is_summarized = true;
+                }
+            } else {
+                touched.push(p.cand.docno);
+            }
+            out.scores.push(parts.total);
+            out.memories.push(entry);
+            trace.candidates.push(TraceEntry {
+                id: p.cand.info.id.clone(),
+                layer: p.cand.info.layer.clone(),
+                source: p.source.clone(),
+                bm25: p.cand.bm25,
+                dropped_by: None,
+                score: Some(parts.clone()),
+                rank: Some(rank),
+            });
+        }
+        if q.explain {
+            let returned: BTreeSet<usize> = scored.iter().map(|s| s.1).collect();
+            for (i, p) in pool.iter().enumerate() {
+                if !returned.contains(&i) {
+                    let spread = if max_bm25 > 0.0 { p.cand.bm25 / max_bm25 } else { 0.0 };
+                    trace.candidates.push(TraceEntry {
+                        id: p.cand.info.id.clone(),
+                        layer: p.cand.info.layer.clone(),
+                        source: p.source.clone(),
+                        bm25: p.cand.bm25,
+                        dropped_by: Some("rank".into()),
+                        score: Some(activation(&p.cand.info, spread, now_us)),
+                        rank: None,
+                    });
+                }
+            }
+            trace.candidates.extend(dropped);
+        }
+        drop(r);
+        out.trace = trace;
+        self.touch(&touched, now)?;
+        for m in out.memories.iter_mut().take(q.limit) {
+            bump_access(m, now, self.settings.access_history_cap);
+        }
+        Ok(out)
+    }
+
+    /// Records an access at `now` on each memory (bounded history), in one write.
+    pub(crate) fn touch(&self, docnos: &[u64], now: crate::model::Timestamp) -> Result<()> {
+        if docnos.is_empty() {
+            return Ok(());
+        }
+        let cap = self.settings.access_history_cap;
+        self.write(|w| {
+            for &d in docnos {
+                if let Some(mut e) = w.get(d)? {
+                    bump_access(&mut e, now, cap);
+                    w.replace(d, e)?;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Appends an access at `now`, keeping the last `cap` timestamps.
+pub fn bump_access(e: &mut MemoryEntry, now: crate::model::Timestamp, cap: usize) {
+    e.last_accessed = Some(now);
+    e.access_count = e.access_count.saturating_add(1);
+    e.access_timestamps.push(now);
+    if e.access_timestamps.len() > cap {
+        let extra = e.access_timestamps.len() - cap;
+        e.access_timestamps.drain(..extra);
+    }
+}

@@ -1,0 +1,152 @@
+//! The knowledge graph's tables: nodes in insertion order, temporal edges, and an
+//! adjacency index by lower-cased node name.
+
+use redb::{ReadableTable, Table};
+use serde::{Deserialize, Serialize};
+
+use super::codec::{decode, encode};
+use super::schema::{GRAPH_ADJ, GRAPH_EDGES, GRAPH_NODES};
+use super::{Reader, Writer};
+use crate::error::Result;
+
+/// A stored node: its insertion sequence and entity type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    /// Insertion order.
+    pub seq: u64,
+    /// Entity type (`person`, `technology`, `unknown`, …).
+    pub kind: String,
+}
+
+/// A stored edge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EdgeRecord {
+    /// Source node name.
+    pub source: String,
+    /// Target node name.
+    pub target: String,
+    /// Relation label.
+    pub relation: String,
+    /// Valid from, µs since the epoch.
+    pub valid_from: i64,
+    /// Valid until (expired when set), µs since the epoch.
+    pub valid_to: Option<i64>,
+    /// Metadata as JSON text.
+    pub metadata: Option<String>,
+}
+
+impl EdgeRecord {
+    /// True when the edge has not been expired.
+    #[must_use]
+    pub fn is_active(&self) -> bool {
+        self.valid_to.is_none()
+    }
+}
+
+type Str = &'static str;
+
+fn adj_rows(t: &impl ReadableTable<(Str, u64), ()>, node_lower: &str) -> Result<Vec<u64>> {
+    let mut out = Vec::new();
+    for row in t.range((node_lower, 0u64)..=(node_lower, u64::MAX))? {
+        out.push(row?.0.value().1);
+    }
+    Ok(out)
+}
+
+fn edges_by_seq(t: &impl ReadableTable<u64, &'static [u8]>, seqs: &[u64]) -> Result<Vec<(u64, EdgeRecord)>> {
+    let mut out = Vec::new();
+    for &s in seqs {
+        if let Some(v) = t.get(s)? {
+            out.push((s, decode(v.value(), "graph edge")?));
+        }
+    }
+    Ok(out)
+}
+
+impl Writer<'_> {
+    /// Adds a node or changes its type (its position stays).
+    pub fn graph_add_entity(&mut self, name: &str, kind: &str) -> Result<()> {
+        let existing = {
+            let nodes: Table<'_, Str, &[u8]> = self.txn().open_table(GRAPH_NODES)?;
+            let found = match nodes.get(name)? {
+                Some(v) => Some(decode::<NodeRecord>(v.value(), "graph node")?.seq),
+                None => None,
+            };
+            found
+        };
+        let seq = match existing {
+            Some(s) => s,
+            None => self.next_seq(),
+        };
+        let mut nodes: Table<'_, Str, &[u8]> = self.txn().open_table(GRAPH_NODES)?;
+        nodes.insert(name, encode(&NodeRecord { seq, kind: kind.to_owned() })?.as_slice())?;
+        Ok(())
+    }
+
+    /// Adds an edge unless an identical active one exists (missing endpoints become
+    /// `unknown` nodes). Returns whether it was added.
+    pub fn graph_add_relationship(&mut self, edge: EdgeRecord) -> Result<bool> {
+        for name in [&edge.source, &edge.target] {
+            let exists = self.txn().open_table(GRAPH_NODES)?.get(name.as_str())?.is_some();
+            if !exists {
+                self.graph_add_entity(name, "unknown")?;
+            }
+        }
+        let lower = edge.source.to_lowercase();
+        let seqs = adj_rows(&self.txn().open_table(GRAPH_ADJ)?, &lower)?;
+        for (_, e) in edges_by_seq(&self.txn().open_table(GRAPH_EDGES)?, &seqs)? {
+            if e.source == edge.source && e.target == edge.target && e.relation == edge.relation && e.is_active() {
+                return Ok(false);
+            }
+        }
+        self.graph_push_edge(&edge)?;
+        Ok(true)
+    }
+
+    /// Appends an edge as is (duplicates allowed: restores keep them).
+    pub fn graph_push_edge(&mut self, edge: &EdgeRecord) -> Result<u64> {
+        let seq = self.next_seq();
+        self.txn().open_table(GRAPH_EDGES)?.insert(seq, encode(edge)?.as_slice())?;
+        let mut adj = self.txn().open_table(GRAPH_ADJ)?;
+        adj.insert((edge.source.to_lowercase().as_str(), seq), ())?;
+        adj.insert((edge.target.to_lowercase().as_str(), seq), ())?;
+        Ok(seq)
+    }
+}
+
+impl Reader {
+    /// Every node, in insertion order.
+    pub fn graph_nodes(&self) -> Result<Vec<(String, String)>> {
+        let t = self.txn().open_table(GRAPH_NODES)?;
+        let mut v: Vec<(u64, String, String)> = Vec::new();
+        for row in t.range::<&str>(..)? {
+            let (k, val) = row?;
+            let n: NodeRecord = decode(val.value(), "graph node")?;
+            v.push((n.seq, k.value().to_owned(), n.kind));
+        }
+        v.sort_by_key(|x| x.0);
+        Ok(v.into_iter().map(|(_, a, b)| (a, b)).collect())
+    }
+
+    /// Every edge, in insertion order.
+    pub fn graph_edges(&self) -> Result<Vec<EdgeRecord>> {
+        let t = self.txn().open_table(GRAPH_EDGES)?;
+        let mut out = Vec::new();
+        for row in t.range::<u64>(..)? {
+            out.push(decode(row?.1.value(), "graph edge")?);
+        }
+        Ok(out)
+    }
+
+    /// Edges touching the node (matched lower-cased), in insertion order.
+    pub fn graph_edges_of(&self, node: &str) -> Result<Vec<EdgeRecord>> {
+        let seqs = adj_rows(&self.txn().open_table(GRAPH_ADJ)?, &node.to_lowercase())?;
+        Ok(edges_by_seq(&self.txn().open_table(GRAPH_EDGES)?, &seqs)?.into_iter().map(|(_, e)| e).collect())
+    }
+
+    /// Whether a node with this lower-cased name has any edge.
+    pub fn graph_has_node(&self, node_lower: &str) -> Result<bool> {
+        let t = self.txn().open_table(GRAPH_ADJ)?;
+        Ok(t.range((node_lower, 0u64)..=(node_lower, u64::MAX))?.next().is_some())
+    }
+}

@@ -1,0 +1,26 @@
+//! One module per subcommand, each with its `Args` and a `run`.
+
+pub mod demo;
+pub mod replay;
+pub mod stats;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use soulmem::{Memory, Profile};
+
+/// Parses a `--profile` value.
+pub fn parse_profile(s: &str) -> Result<Profile, String> {
+    Profile::parse(s).ok_or_else(|| format!("unknown profile {s:?} (use default or reference)"))
+}
+
+/// The `--db` path, or an error saying it is needed.
+pub fn require_db(db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    db.context("this command needs --db PATH")
+}
+
+/// Opens an existing store (refusing to create one).
+pub fn open_existing(path: &Path) -> anyhow::Result<Memory> {
+    anyhow::ensure!(path.exists(), "no store at {}", path.display());
+    Memory::open(path).with_context(|| format!("opening {}", path.display()))
+}
