@@ -98,16 +98,15 @@ fn negative_word(w: &str) -> Option<f64> {
 fn arousal_hint(w: &str) -> Option<f64> {
     Some(match w {
         "happy" | "delighted" | "great" | "accomplished" | "proud" | "success" | "achieved"
-        | "dream" | "depressed" | "miserable" | "heartbroken" | "crushed" | "devastating"
-        | "curious" | "intrigued" | "puzzled" => 0.35,
+        | "adopted" | "dream" | "depressed" | "miserable" | "heartbroken" | "crushed"
+        | "devastating" | "curious" | "intrigued" | "puzzled" => 0.35,
         "glad" | "pleased" | "beautiful" | "lovely" | "hope" | "blessed" | "satisfied"
         | "solved" | "completed" | "sad" | "mourning" | "mourn" | "sorrow" | "regret"
         | "defeated" | "worthless" => 0.25,
         "cheerful" | "enjoy" | "bliss" | "passed" | "disappointed" | "unhappy" | "hopeless"
         | "grief" | "helpless" | "crying" | "interesting" | "wonder" | "explore" | "unclear" => 0.3,
-        "wonderful" | "perfect" | "brilliant" | "born" | "accepted" | "confused" | "confusing" => {
-            0.4
-        }
+        "wonderful" | "perfect" | "brilliant" | "born" | "accepted" | "best" | "confused"
+        | "confusing" => 0.4,
         "content" | "comfort" | "warm" | "done" | "works" | "good" | "cool" | "empty" | "miss" => {
             0.15
         }
