@@ -136,6 +136,34 @@ TEMPLATES = [
 ]
 
 
+# Synthetic edge cases: empty and white-space texts, Python-only white space
+# (U+001C..U+001F), trailing newlines (Python's `$`), non-ASCII letters and digits,
+# profile accidents from QUIRKS.md.
+EDGE_PAIRS = [
+    ("", ""),
+    ("   ", "\t"),
+    ("I live in Oslo\n", "Noted.\n"),
+    ("I live in Oslo\nand I work at Aker\n", ""),
+    ("Zürich Café Straße 2024-02 ² ٣ Über Ånd", "OK"),
+    ("I'm based in Lisbon. I am based in Porto", "Nice."),
+    ("I don't like cilantro at all", "Noted"),
+    ("Ravi lives in Chennai, and our taxi moved to the left lane", "Ok"),
+    ("I live in oslo. i work @ aker solutions as a welder", "Cool"),
+    ("The release codename is Osprey now.\nThe team lead is Mia", "Got it"),
+    ("I am not happy, I am not sad, I am extremely   tired!!!", "Rest."),
+    ("My name is Ana and I work at Arup in the long-span bridges team since 2019", "Great"),
+    ("User: nested\nAgent: text? yes! no.", "Agent: reply"),
+    ("a" * 450 + " tail", "b " * 300),
+    ("word " * 120 + "end. Next sentence", ""),
+]
+
+# Python-only white space (U+001C..U+001F) is checked where soulmem's judges split
+# text themselves (sentiment, verb facts, the pre-filter). The shared tokenizer
+# (`text::tokenize`) still splits only on Rust white space, so these texts stay out
+# of the significance / dedup fixtures until it is fixed.
+EDGE_SPLIT_ONLY = ["happy\x1csad\x1fnot\x1dgreat", "I live in\x1cOslo", "x\x1ey z"]
+
+
 def perturb(text: str) -> list[str]:
     """Near copies of a fact: none (CREATE), or a mix that lands in MERGE / SKIP."""
     roll = RNG.random()
@@ -200,13 +228,22 @@ def main() -> None:
         + list(sent.INTENSIFIERS)
         + list(sent.DIMINISHERS)
     )
+    for t in EDGE_SPLIT_ONLY:
+        add_sentiment(t)
+        add_verb(t)
+        for u in EDGE_SPLIT_ONLY:
+            pair_rows.append({"a": t, "b": u, "overlap": _token_overlap_score(t, u)})
     for w in lexicon:
         for t in (w, f"not {w}", f"very {w}!", f"slightly {w}", f"I don't feel {w}", f"{w} (so) {w}"):
             add_sentiment(t)
 
     caps_pool: list[str] = []
-    for scen in sorted(SCEN.glob("*.jsonl")):
-        ops = [json.loads(line) for line in scen.read_text(encoding="utf-8").splitlines() if line.strip()]
+    scenarios = [
+        (scen.stem, [json.loads(line) for line in scen.read_text(encoding="utf-8").splitlines() if line.strip()])
+        for scen in sorted(SCEN.glob("*.jsonl"))
+    ]
+    scenarios.append(("zz_edge", [{"op": "observe", "user": u, "agent": a} for u, a in EDGE_PAIRS]))
+    for stem, ops in scenarios:
         observes = [op for op in ops if op.get("op") == "observe"]
         recent: list[str] = []
         facts: list[tuple[str, str]] = []
@@ -229,7 +266,7 @@ def main() -> None:
                 importance = min(9, 5 + int(somatic.arousal * 4))
             significance_rows.append(
                 {
-                    "scenario": scen.stem,
+                    "scenario": stem,
                     "user": user,
                     "agent": agent,
                     "core_values": values,
@@ -266,7 +303,7 @@ def main() -> None:
             for fact in new_facts:
                 add_verb(fact)
                 if len(observes) > 100 and RNG.random() < 0.6:
-                    facts.append((f"f{scen.stem[:3]}_{len(facts)}", fact))
+                    facts.append((f"f{stem[:3]}_{len(facts)}", fact))
                     continue
                 window = facts[-WINDOW:]
                 extra = [(f"p{len(dedup_rows)}_{i}", c) for i, c in enumerate(perturb(fact))]
@@ -306,7 +343,7 @@ def main() -> None:
                 for c in contra_existing:
                     add_verb(c[1])
                 contra_rows.append(contradiction_row(fact, contra_existing, "fact"))
-                facts.append((f"f{scen.stem[:3]}_{len(facts)}", fact))
+                facts.append((f"f{stem[:3]}_{len(facts)}", fact))
 
             # Step 4d: the raw user text against the window of facts (own facts included).
             if len(observes) <= 100 or n % 2 == 0:

@@ -46,8 +46,9 @@
 //!
 //! Regex semantics match Python's `re` (leftmost-first, lazy quantifiers); Python's
 //! `$` also matches before a final newline, reproduced by ignoring one trailing
-//! `\n`. `\s`/`\w`/`\b` are Unicode in both, with tiny category differences (e.g.
-//! U+001C..U+001F are white space only in Python).
+//! `\n`; `\s` is widened to Python's white space (U+001C..U+001F included). `\w`
+//! and `\b` are Unicode in both, with tiny category differences (combining marks,
+//! some numerals), and Python's case-insensitive `i` also matches `İ` and `ı`.
 
 use std::sync::LazyLock;
 
@@ -124,8 +125,11 @@ pub struct SimilarFact<'a> {
     pub similarity: f64,
 }
 
+/// Compiles a pattern written in Python's syntax, widening `\s` to Python's white
+/// space (which also has U+001C..U+001F).
 fn re(pattern: &str) -> Regex {
-    Regex::new(pattern).expect("static pattern compiles")
+    let widened = pattern.replace(r"[\w\s]", r"[\w\s\x1C-\x1F]").replace(r"\s+", r"[\s\x1C-\x1F]+");
+    Regex::new(&widened).expect("static pattern compiles")
 }
 
 /// A negation pair: the pattern sources (as the reason quotes them) and compiled.
