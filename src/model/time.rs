@@ -156,13 +156,13 @@ mod tests {
 
     #[test]
     fn formats_like_pydantic() {
-        let a = parse_timestamp("2026-03-02T11:12:07").unwrap();
+        let a = parse_timestamp("2026-03-02T11:12:07").expect("valid");
         assert_eq!(format_timestamp(&a), "2026-03-02T11:12:07");
-        let b = parse_timestamp("2026-03-02T14:24:14.25").unwrap();
+        let b = parse_timestamp("2026-03-02T14:24:14.25").expect("valid");
         assert_eq!(format_timestamp(&b), "2026-03-02T14:24:14.250000");
-        let c = parse_timestamp("2026-03-02T14:24:14+02:00").unwrap();
+        let c = parse_timestamp("2026-03-02T14:24:14+02:00").expect("valid");
         assert_eq!(format_timestamp(&c), "2026-03-02T12:24:14");
-        let d = parse_timestamp("2026-03-02 14:24:14Z").unwrap();
+        let d = parse_timestamp("2026-03-02 14:24:14Z").expect("valid");
         assert_eq!(format_timestamp(&d), "2026-03-02T14:24:14");
         assert!(parse_timestamp("yesterday").is_err());
         assert_eq!(from_micros(to_micros(&b)), b);

@@ -58,7 +58,7 @@ pub fn expand_synonyms(tokens: &BTreeSet<String>) -> BTreeSet<String> {
 }
 
 fn is_separator(c: char) -> bool {
-    c.is_whitespace() || matches!(c, '/' | '_' | '.' | '\\' | '-')
+    c.is_whitespace() || matches!(c, '/' | '_' | '.' | '\\' | '-' | '\u{1c}'..='\u{1f}')
 }
 
 /// The tokens of `text` in order, duplicates kept: lower-cased, split on white space and

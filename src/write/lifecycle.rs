@@ -61,6 +61,18 @@ impl ForgetReport {
     }
 }
 
+/// Rejects text over [`crate::MAX_CONTENT_BYTES`].
+pub(crate) fn check_text(text: &str) -> Result<()> {
+    if text.len() > crate::MAX_CONTENT_BYTES {
+        return Err(Error::InvalidInput(format!(
+            "text is {} bytes, over the limit of {}",
+            text.len(),
+            crate::MAX_CONTENT_BYTES
+        )));
+    }
+    Ok(())
+}
+
 /// Builds the entry `remember` stores, as the profile says.
 pub(crate) fn remember_entry(req: &Remember, profile: Profile, now: Timestamp) -> Result<MemoryEntry> {
     let kind = match MemoryType::parse(&req.layer) {

@@ -8,5 +8,6 @@ pub mod evict;
 pub mod facts;
 pub mod keys;
 pub mod lifecycle;
+pub mod observe;
 pub mod sentiment;
 pub mod significance;

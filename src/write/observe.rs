@@ -1,0 +1,537 @@
+//! `observe`: the write pipeline run after each exchange.
+//!
+//! 1. sentiment of the user's words → somatic marker;
+//! 2. significance against the recent episodes → the gate;
+//! 3. an episodic memory when significant;
+//! 4. heuristic facts: pre-filter, prefix conflicts, dedup (SKIP / MERGE / CREATE),
+//!    promotion to episodic when facts were stored;
+//! 5. contradictions of the stored facts, then of the raw user text;
+//! 6. entities into the knowledge graph (skipped for insignificant exchanges);
+//! 7. `user_id` and `domain` stamped on everything written.
+//!
+//! Every lookup against existing facts in the default profile is an index query
+//! scoped to the fact's user and domain: the prefix index for conflicts, the
+//! partitioned dedup-token index (prefix filtering by document frequency) for dedup
+//! and similarity, the attribute index for verb facts. The reference profile
+//! compares against every active fact, as soul-protocol does; its store is capped
+//! (1,000 facts by default), so that work is bounded too.
+
+use std::collections::{BTreeSet, HashSet};
+
+use redb::ReadableTable;
+
+use super::{contradiction, dedup, entities, facts, keys, lifecycle, sentiment, significance};
+use crate::error::Result;
+use crate::memory::{Memory, Settings};
+use crate::model::{MemoryEntry, MemoryType, SignificanceScore, SomaticMarker, Timestamp, time};
+use crate::storage::graph::EdgeRecord;
+use crate::storage::{Writer, schema};
+use crate::{DEFAULT_DOMAIN, Profile};
+
+/// Who and where an exchange belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObserveOptions {
+    /// The user the exchange is with (stamped on every memory written).
+    pub user_id: Option<String>,
+    /// The domain (default `"default"`).
+    pub domain: String,
+}
+
+impl Default for ObserveOptions {
+    fn default() -> Self {
+        Self { user_id: None, domain: DEFAULT_DOMAIN.to_owned() }
+    }
+}
+
+/// An entity extracted from the exchange.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ObservedEntity {
+    /// Its name.
+    pub name: String,
+    /// Its type (`technology`, `person`, …).
+    pub entity_type: String,
+}
+
+/// A contradiction found and resolved by superseding the old fact.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ContradictionRecord {
+    /// The fact superseded.
+    pub old_id: String,
+    /// The fact that superseded it, or `"raw-text-contradiction"`.
+    pub new_id: String,
+    /// Why.
+    pub reason: String,
+    /// How sure, 0..=1.
+    pub confidence: f64,
+}
+
+/// A fact that was active before the observe and is superseded after it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SupersededFact {
+    /// Its id.
+    pub id: String,
+    /// Its content.
+    pub content: String,
+    /// What superseded it (an id, or the reference's `"new"` /
+    /// `"raw-text-contradiction"`).
+    pub by: String,
+    /// `prefix`, `merge`, `contradiction` or `raw-text`.
+    pub cause: String,
+}
+
+/// What one observe did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ObserveReport {
+    /// The somatic marker of the user's words.
+    pub somatic: SomaticMarker,
+    /// The four significance dimensions.
+    pub significance_parts: SignificanceScore,
+    /// The overall significance.
+    pub significance: f64,
+    /// Whether the exchange was significant (after promotion).
+    pub is_significant: bool,
+    /// The episodic memory written, if any.
+    pub episodic_id: Option<String>,
+    /// The facts stored, in order.
+    pub facts: Vec<MemoryEntry>,
+    /// The entities extracted.
+    pub entities: Vec<ObservedEntity>,
+    /// Contradictions resolved.
+    pub contradictions: Vec<ContradictionRecord>,
+    /// Facts superseded by this observe that were active before it.
+    pub superseded: Vec<SupersededFact>,
+}
+
+/// An active fact as the comparisons see it.
+struct Fact {
+    docno: u64,
+    id: String,
+    content: String,
+}
+
+/// Active facts in the reference's `facts()` order: importance descending, newest
+/// first, then insertion order.
+fn all_active_facts(w: &mut Writer<'_>) -> Result<Vec<Fact>> {
+    let mut rows: Vec<(u8, i64, u64)> = Vec::new();
+    let docnos: Vec<u64> = {
+        let mut v = Vec::new();
+        for row in w.layer_order.range((keys_layer(), 0u64)..=(keys_layer(), u64::MAX))? {
+            v.push(row?.0.value().1);
+        }
+        v
+    };
+    for d in docnos {
+        if let Some(info) = w.docinfo(d)?
+            && !info.superseded
+        {
+            rows.push((info.importance, info.created_at, d));
+        }
+    }
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    load_facts(w, rows.into_iter().map(|r| r.2))
+}
+
+fn keys_layer() -> &'static str {
+    crate::storage::keys::FACT_LAYER
+}
+
+fn load_facts(w: &mut Writer<'_>, docnos: impl IntoIterator<Item = u64>) -> Result<Vec<Fact>> {
+    let mut out = Vec::new();
+    for d in docnos {
+        if let Some(e) = w.get(d)?
+            && !e.is_superseded()
+        {
+            out.push(Fact { docno: d, id: e.id, content: e.content });
+        }
+    }
+    Ok(out)
+}
+
+/// Orders docnos of active facts the reference's way (see [`all_active_facts`]).
+fn in_facts_order(w: &Writer<'_>, docnos: impl IntoIterator<Item = u64>) -> Result<Vec<u64>> {
+    let mut rows: Vec<(u8, i64, u64)> = Vec::new();
+    for d in docnos {
+        if let Some(info) = w.docinfo(d)?
+            && !info.superseded
+        {
+            rows.push((info.importance, info.created_at, d));
+        }
+    }
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    rows.dedup_by_key(|r| r.2);
+    Ok(rows.into_iter().map(|r| r.2).collect())
+}
+
+/// Default profile: facts of `(user, domain)` that share a probe token with
+/// `content` (every fact whose dedup similarity can reach `threshold`).
+fn similar_facts(w: &mut Writer<'_>, content: &str, threshold: f64, user: Option<&str>, domain: &str) -> Result<Vec<Fact>> {
+    let part = schema::fact_partition(user, domain);
+    let probe = {
+        let terms = &w.fact_terms;
+        dedup::probe_tokens(content, threshold, |t| {
+            terms.get((part.as_str(), t)).ok().flatten().map_or(0, |v| v.value())
+        })
+    };
+    let mut docnos = BTreeSet::new();
+    for t in &probe.tokens {
+        for row in w.fact_tokens.range((part.as_str(), t.as_str(), 0u64)..=(part.as_str(), t.as_str(), u64::MAX))? {
+            docnos.insert(row?.0.value().2);
+        }
+    }
+    let ordered = in_facts_order(w, docnos)?;
+    load_facts(w, ordered)
+}
+
+/// Default profile: facts of `(user, domain)` that state one of `content`'s verb
+/// attributes.
+fn attribute_facts(w: &mut Writer<'_>, content: &str, user: Option<&str>, domain: &str, profile: Profile) -> Result<Vec<u64>> {
+    let mut docnos = BTreeSet::new();
+    for attr in keys::attribute_keys(content, profile) {
+        docnos.extend(crate::storage::query_keyed(&w.attributes, &attr, Some(user.unwrap_or("")), Some(domain))?);
+    }
+    Ok(docnos.into_iter().collect())
+}
+
+/// Supersedes the fact at `docno`: `superseded_by = by`, and the `superseded` flag
+/// when `flag` (contradictions set it; prefix conflicts and merges do not).
+fn supersede(w: &mut Writer<'_>, docno: u64, by: &str, flag: bool, now: Timestamp, reason: &str) -> Result<Option<MemoryEntry>> {
+    let Some(mut e) = w.get(docno)? else { return Ok(None) };
+    e.superseded_by = Some(by.to_owned());
+    if flag {
+        e.superseded = true;
+    }
+    let old = e.clone();
+    w.replace(docno, e)?;
+    super::audit::record_supersede(w, now, &old.id, by, reason)?;
+    Ok(Some(old))
+}
+
+struct Ctx<'a> {
+    profile: Profile,
+    settings: &'a Settings,
+    now: Timestamp,
+    user_id: Option<String>,
+    domain: String,
+}
+
+fn recent_episodes(w: &mut Writer<'_>) -> Result<Vec<String>> {
+    let mut rows: Vec<(i64, u64)> = Vec::new();
+    for row in w.layer_order.range(("episodic", 0u64)..=("episodic", u64::MAX))?.rev().take(significance::RECENT_EPISODES * 4) {
+        let d = row?.0.value().1;
+        if let Some(info) = w.docinfo(d)? {
+            rows.push((info.created_at, d));
+        }
+    }
+    // Newest first; equal times keep insertion order.
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut out = Vec::new();
+    for (_, d) in rows.into_iter().take(significance::RECENT_EPISODES) {
+        if let Some(e) = w.get(d)? {
+            out.push(e.content);
+        }
+    }
+    Ok(out)
+}
+
+fn store_episode(w: &mut Writer<'_>, cx: &Ctx<'_>, user: &str, agent: &str, somatic: &SomaticMarker, sig: &significance::Significance) -> Result<String> {
+    let mut e = MemoryEntry::new(MemoryType::Episodic, significance::episodic_content(user, agent));
+    e.importance = significance::episodic_importance(somatic);
+    e.emotion = Some(somatic.label.clone());
+    e.created_at = cx.now;
+    e.somatic = Some(somatic.clone());
+    e.significance = sig.overall;
+    e.access_timestamps = vec![cx.now];
+    e.r#abstract = Some(significance::episodic_abstract(user, agent));
+    e.salience = significance::episodic_salience(&sig.score);
+    e.user_id.clone_from(&cx.user_id);
+    e.domain.clone_from(&cx.domain);
+    let docno = w.insert(e)?;
+    Ok(w.docinfo(docno)?.map(|i| i.id).unwrap_or_default())
+}
+
+/// Runs the whole pipeline inside `w`.
+pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp, user: &str, agent: &str, opts: &ObserveOptions) -> Result<ObserveReport> {
+    lifecycle::check_text(user)?;
+    lifecycle::check_text(agent)?;
+    let profile = w.profile();
+    let reference = profile.is_reference();
+    let cx = Ctx { profile, settings, now, user_id: opts.user_id.clone(), domain: opts.domain.clone() };
+    schema::validate_name("domain", &cx.domain)?;
+
+    // 1-2. Sentiment and significance.
+    let somatic = sentiment::observe_sentiment(user, agent);
+    let recent = recent_episodes(w)?;
+    let recent_refs: Vec<&str> = recent.iter().map(String::as_str).collect();
+    let sig = significance::assess(user, agent, &somatic, &settings.core_values, &recent_refs);
+    let mut significant = sig.is_significant;
+
+    // 3. Episodic memory.
+    let mut episodic_id = None;
+    if significant {
+        episodic_id = Some(store_episode(w, &cx, user, agent, &somatic, &sig)?);
+    }
+
+    // 4. Facts: extract, pre-filter, stamp.
+    let salience = significance::episodic_salience(&sig.score);
+    let mut candidates: Vec<MemoryEntry> = Vec::new();
+    let extracted = facts::extract_facts(user, agent, profile);
+    let all_active = if reference { Some(all_active_facts(w)?) } else { None };
+    for cand in extracted {
+        let drop = match &all_active {
+            Some(active) => dedup::prefilter_drops(&cand.content, active.iter().map(|f| f.content.as_str())),
+            None => {
+                let near = similar_facts(w, &cand.content, 0.5, cx.user_id.as_deref(), &cx.domain)?;
+                dedup::prefilter_drops(&cand.content, near.iter().map(|f| f.content.as_str()))
+            }
+        };
+        if drop {
+            continue;
+        }
+        let mut e = cand.into_entry(salience);
+        e.created_at = now;
+        e.ingested_at = Some(now);
+        e.user_id.clone_from(&cx.user_id);
+        e.domain.clone_from(&cx.domain);
+        candidates.push(e);
+    }
+
+    let mut superseded: Vec<SupersededFact> = Vec::new();
+    let mut stored: Vec<(u64, MemoryEntry)> = Vec::new();
+    let mut stored_docnos: HashSet<u64> = HashSet::new();
+
+    if reference {
+        // Q6-Q9: every candidate supersedes the first active fact sharing a template
+        // prefix, before dedup, across users and domains, with "new".
+        for cand in &candidates {
+            'prefixes: for prefix in keys::REFERENCE_PREFIXES.iter().filter(|p| cand.content.starts_with(**p)) {
+                let docnos = crate::storage::query_keyed(&w.prefixes, prefix, None, None)?;
+                for d in in_facts_order(w, docnos)? {
+                    let Some(e) = w.get(d)? else { continue };
+                    if e.content != cand.content {
+                        if let Some(old) = supersede(w, d, "new", false, now, "prefix conflict")? {
+                            superseded.push(SupersededFact { id: old.id, content: old.content, by: "new".into(), cause: "prefix".into() });
+                        }
+                        break 'prefixes;
+                    }
+                }
+            }
+        }
+        // Dedup against the snapshot taken after the conflicts (Q11: facts stored by
+        // this observe are not in it).
+        let snapshot = all_active_facts(w)?;
+        let mut merged: HashSet<u64> = HashSet::new();
+        for cand in candidates {
+            let pairs: Vec<(&str, &str)> = snapshot
+                .iter()
+                .filter(|f| !merged.contains(&f.docno))
+                .map(|f| (f.id.as_str(), f.content.as_str()))
+                .collect();
+            match dedup::reconcile(&cand.content, &pairs) {
+                dedup::DedupDecision::Skip { .. } => {}
+                dedup::DedupDecision::Merge { id, .. } => {
+                    let docno = w.insert(cand)?;
+                    let entry = w.get(docno)?.ok_or_else(|| crate::Error::Storage("lost fact".into()))?;
+                    if let Some(target) = snapshot.iter().find(|f| f.id == id) {
+                        merged.insert(target.docno);
+                        if let Some(old) = supersede(w, target.docno, &entry.id, false, now, "dedup merge")? {
+                            superseded.push(SupersededFact { id: old.id, content: old.content, by: entry.id.clone(), cause: "merge".into() });
+                        }
+                    }
+                    stored_docnos.insert(docno);
+                    stored.push((docno, entry));
+                }
+                dedup::DedupDecision::Create => {
+                    let docno = w.insert(cand)?;
+                    let entry = w.get(docno)?.ok_or_else(|| crate::Error::Storage("lost fact".into()))?;
+                    stored_docnos.insert(docno);
+                    stored.push((docno, entry));
+                }
+            }
+        }
+    } else {
+        // Default: dedup first, among this user's facts in this domain; a fact that
+        // is stored then replaces the single-valued slot it fills.
+        let mut batch: HashSet<u64> = HashSet::new();
+        for cand in candidates {
+            let near: Vec<Fact> = similar_facts(w, &cand.content, 0.6, cx.user_id.as_deref(), &cx.domain)?
+                .into_iter()
+                .filter(|f| !batch.contains(&f.docno))
+                .collect();
+            let pairs: Vec<(&str, &str)> = near.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
+            let decision = dedup::reconcile(&cand.content, &pairs);
+            if matches!(decision, dedup::DedupDecision::Skip { .. }) {
+                continue;
+            }
+            let slots = keys::slot_keys(&cand.content, Profile::Default);
+            let docno = w.insert(cand)?;
+            let entry = w.get(docno)?.ok_or_else(|| crate::Error::Storage("lost fact".into()))?;
+            batch.insert(docno);
+            if let dedup::DedupDecision::Merge { id, .. } = &decision
+                && let Some(target) = near.iter().find(|f| &f.id == id)
+                && let Some(old) = supersede(w, target.docno, &entry.id, false, now, "dedup merge")?
+            {
+                superseded.push(SupersededFact { id: old.id, content: old.content, by: entry.id.clone(), cause: "merge".into() });
+            }
+            for slot in slots {
+                let olds = crate::storage::query_keyed(&w.prefixes, &slot, Some(cx.user_id.as_deref().unwrap_or("")), Some(&cx.domain))?;
+                for d in olds {
+                    if batch.contains(&d) {
+                        continue;
+                    }
+                    let Some(e) = w.get(d)? else { continue };
+                    if e.content != entry.content
+                        && let Some(old) = supersede(w, d, &entry.id, false, now, "slot replaced")?
+                    {
+                        superseded.push(SupersededFact { id: old.id, content: old.content, by: entry.id.clone(), cause: "prefix".into() });
+                    }
+                }
+            }
+            stored_docnos.insert(docno);
+            stored.push((docno, entry));
+        }
+    }
+
+    // 4b. Promotion.
+    if !significant && !stored.is_empty() {
+        significant = true;
+        episodic_id = Some(store_episode(w, &cx, user, agent, &somatic, &sig)?);
+    }
+
+    // 4c. Contradictions of the stored facts.
+    let mut contradictions: Vec<ContradictionRecord> = Vec::new();
+    let mut resolved: HashSet<String> = HashSet::new();
+    if !stored.is_empty() {
+        let snapshot: Vec<Fact> = if reference { all_active_facts(w)? } else { Vec::new() };
+        for (new_docno, fact) in &stored {
+            let cands: Vec<Fact> = if reference {
+                // Q14: the snapshot includes this observe's facts; those superseded
+                // since stay in the list but the verb pass skips them.
+                let mut v = Vec::new();
+                for f in &snapshot {
+                    let still = w.docinfo(f.docno)?.is_some_and(|i| !i.superseded);
+                    if still || !resolved.contains(&f.id) {
+                        v.push(Fact { docno: f.docno, id: f.id.clone(), content: f.content.clone() });
+                    }
+                }
+                v
+            } else {
+                let mut v = similar_facts(w, &fact.content, contradiction::SIMILARITY_THRESHOLD, cx.user_id.as_deref(), &cx.domain)?;
+                let seen: HashSet<u64> = v.iter().map(|f| f.docno).collect();
+                let extra = attribute_facts(w, &fact.content, cx.user_id.as_deref(), &cx.domain, profile)?;
+                let extra: Vec<u64> = extra.into_iter().filter(|d| !seen.contains(d)).collect();
+                v.extend(load_facts(w, extra)?);
+                let ordered = in_facts_order(w, v.iter().map(|f| f.docno))?;
+                let mut by_docno: std::collections::HashMap<u64, Fact> = v.into_iter().map(|f| (f.docno, f)).collect();
+                ordered.into_iter().filter_map(|d| by_docno.remove(&d)).filter(|f| !stored_docnos.contains(&f.docno) && f.docno != *new_docno).collect()
+            };
+            let pairs: Vec<(&str, &str)> = cands.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
+            for c in contradiction::detect(&fact.content, &pairs, profile) {
+                let Some(target) = cands.iter().find(|f| f.id == c.old_id) else { continue };
+                let was_active = w.docinfo(target.docno)?.is_some_and(|i| !i.superseded);
+                if let Some(old) = supersede(w, target.docno, &fact.id, true, now, &c.reason)?
+                    && was_active
+                    && !stored_docnos.contains(&target.docno)
+                {
+                    superseded.push(SupersededFact { id: old.id, content: old.content, by: fact.id.clone(), cause: "contradiction".into() });
+                }
+                resolved.insert(c.old_id.clone());
+                contradictions.push(ContradictionRecord { old_id: c.old_id, new_id: fact.id.clone(), reason: c.reason, confidence: c.confidence });
+            }
+        }
+    }
+
+    // 4d. Raw-text fallback on the user's words.
+    {
+        let cands: Vec<Fact> = if reference {
+            all_active_facts(w)?
+        } else {
+            let mut v = similar_facts(w, user, contradiction::SIMILARITY_THRESHOLD, cx.user_id.as_deref(), &cx.domain)?;
+            let seen: HashSet<u64> = v.iter().map(|f| f.docno).collect();
+            let extra: Vec<u64> = attribute_facts(w, user, cx.user_id.as_deref(), &cx.domain, profile)?.into_iter().filter(|d| !seen.contains(d)).collect();
+            v.extend(load_facts(w, extra)?);
+            let ordered = in_facts_order(w, v.iter().map(|f| f.docno))?;
+            let mut by_docno: std::collections::HashMap<u64, Fact> = v.into_iter().map(|f| (f.docno, f)).collect();
+            ordered.into_iter().filter_map(|d| by_docno.remove(&d)).filter(|f| !stored_docnos.contains(&f.docno)).collect()
+        };
+        let pairs: Vec<(&str, &str)> = cands.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
+        for c in contradiction::detect_raw_text(user, &pairs, profile) {
+            if resolved.contains(&c.old_id) {
+                continue;
+            }
+            let Some(target) = cands.iter().find(|f| f.id == c.old_id) else { continue };
+            let by = if reference { "raw-text-contradiction".to_owned() } else {
+                stored.first().map_or_else(|| "raw-text-contradiction".to_owned(), |(_, f)| f.id.clone())
+            };
+            if let Some(old) = supersede(w, target.docno, &by, true, now, &c.reason)?
+                && !stored_docnos.contains(&target.docno)
+            {
+                superseded.push(SupersededFact { id: old.id, content: old.content, by: by.clone(), cause: "raw-text".into() });
+            }
+            resolved.insert(c.old_id.clone());
+            contradictions.push(ContradictionRecord { old_id: c.old_id, new_id: by, reason: c.reason, confidence: c.confidence });
+        }
+    }
+
+    // 5. Entities into the graph.
+    let skip_deep = !significant && settings.skip_deep_processing_on_low_significance;
+    let mut observed = Vec::new();
+    if !skip_deep {
+        let extracted = entities::extract_entities(user, agent, profile);
+        for e in extracted.iter() {
+            observed.push(ObservedEntity { name: e.name.clone(), entity_type: e.kind.as_str().to_owned() });
+        }
+        let now_us = time::to_micros(&now);
+        for upd in entities::graph_updates(&extracted, profile) {
+            w.graph_add_entity(&upd.name, upd.entity_type)?;
+            for rel in &upd.relationships {
+                w.graph_add_relationship(EdgeRecord {
+                    source: upd.name.clone(),
+                    target: rel.target.clone(),
+                    relation: rel.relation.to_owned(),
+                    valid_from: now_us,
+                    valid_to: None,
+                    metadata: None,
+                })?;
+            }
+        }
+    }
+
+    super::evict::enforce_caps(w, settings)?;
+    let facts_out: Vec<MemoryEntry> = stored.into_iter().map(|(_, e)| e).collect();
+    Ok(ObserveReport {
+        somatic,
+        significance_parts: sig.score.clone(),
+        significance: sig.overall,
+        is_significant: significant,
+        episodic_id,
+        facts: facts_out,
+        entities: observed,
+        contradictions,
+        superseded,
+    })
+}
+
+impl Memory {
+    /// Observes one exchange (a user turn and the agent's reply) through the whole
+    /// write pipeline, in one transaction.
+    ///
+    /// # Errors
+    /// A bad domain name, text over the size limit, or storage errors; nothing is
+    /// written then.
+    pub fn observe_pair(&self, user: &str, agent: &str, opts: &ObserveOptions) -> Result<ObserveReport> {
+        let now = self.now();
+        let settings = &self.settings;
+        self.write(|w| observe_in(w, settings, now, user, agent, opts))
+    }
+
+    /// Observes many exchanges in one transaction (all or none): the fast path for
+    /// bulk ingest.
+    ///
+    /// # Errors
+    /// As [`Memory::observe_pair`]; the first failure aborts the batch.
+    pub fn observe_batch(&self, items: &[(String, String, ObserveOptions)]) -> Result<Vec<ObserveReport>> {
+        let now = self.now();
+        let settings = &self.settings;
+        self.write(|w| items.iter().map(|(u, a, o)| observe_in(w, settings, now, u, a, o)).collect())
+    }
+}
