@@ -2,3 +2,4 @@
 
 pub mod activation;
 pub mod reference_bm25;
+pub mod reference_recall;
