@@ -10,15 +10,17 @@ op, records the complete memory state the recall will read:
 * custom layers, the knowledge graph (entities in order, edges),
 * the lazily built BM25 corpus of the recall engine (contents in index order),
 
-then the op itself, the ids and contents the reference returned, and which
-entries got their access metadata bumped (with their new access counts).
+then the op itself, the ids and contents the reference returned, the activation
+the reference computed for each ranked candidate (by id), which entries got their
+access metadata bumped (with their new access counts) and the corpus size after.
 
 Output: tests/fixtures/recall/<scenario>.jsonl, one JSON object per sampled
 recall. Long scenarios (p15, p16) keep every SAMPLE_EVERY-th recall; the
 replay itself still runs every op so the sampled states are exact.
 
 Usage (from the repository root):
-    /work/refenv/bin/python scripts/gen_recall_fixtures.py
+    /work/refenv/bin/python scripts/gen_recall_fixtures.py [SCENARIO_NAME ...]
+Environment: RECALL_FIXTURE_DIR (output folder), RECALL_SAMPLE_EVERY (default 5).
 """
 
 from __future__ import annotations
@@ -36,12 +38,15 @@ import ref_replay  # noqa: E402
 from ref_replay import OpError, Replayer, parse_at, patch_pydantic_now, patch_uuid  # noqa: E402
 from freezegun import freeze_time  # noqa: E402
 import datetime as _dt  # noqa: E402
+import soul_protocol.runtime.memory.recall as recall_mod  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT_DIR = os.path.join(HERE, "..", "tests", "fixtures", "recall")
+OUT_DIR = os.environ.get("RECALL_FIXTURE_DIR") or os.path.join(HERE, "..", "tests", "fixtures", "recall")
 SCEN_DIR = os.path.join(REF_DIR, "scenarios")
 GOLD_DIR = os.path.join(REF_DIR, "goldens")
-LONG = {"p15_long_single_user": 5, "p16_long_multi_user_domains": 5}
+# RECALL_SAMPLE_EVERY=1 keeps every recall of the long scenarios too (about 30 MB).
+_EVERY = int(os.environ.get("RECALL_SAMPLE_EVERY", "5"))
+LONG = {"p15_long_single_user": _EVERY, "p16_long_multi_user_domains": _EVERY}
 
 
 def dump_entries(entries):
@@ -111,7 +116,16 @@ def run_scenario(name: str) -> list[dict]:
             state = snapshot(rep.mgr) if keep else None
             before = {(s, e.id): e.access_count for s, e in all_entries(rep.mgr)}
             captured: list = []
+            scores: dict = {}
             real_recall = rep.mgr.recall
+            real_act = recall_mod.compute_activation
+
+            def traced_act(entry, *args, **kwargs):
+                value = real_act(entry, *args, **kwargs)
+                scores[entry.id] = value
+                return value
+
+            recall_mod.compute_activation = traced_act
 
             async def wrapped(*args, **kwargs):
                 res = await real_recall(*args, **kwargs)
@@ -127,6 +141,7 @@ def run_scenario(name: str) -> list[dict]:
                 error = f"{type(exc).__name__}: {exc}"
             finally:
                 del rep.mgr.recall
+                recall_mod.compute_activation = real_act
             if not keep:
                 continue
             bumped = [
@@ -148,6 +163,7 @@ def run_scenario(name: str) -> list[dict]:
                     "results": out.get("results"),
                     "error": error,
                     "bumped": bumped,
+                    "activations": scores,
                     "corpus_len_after": len(rep.mgr._recall_engine._strategy._content_to_id),
                 }
             )

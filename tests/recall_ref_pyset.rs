@@ -5,7 +5,8 @@ use soulmem::read::reference_bm25::{PyStrSet, py_str_hash, query_terms};
 
 fn cases() -> Value {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/recall/pyset_cases.json");
-    let text = std::fs::read_to_string(path).expect("pyset_cases.json (scripts/gen_recall_fixtures.py)");
+    let text =
+        std::fs::read_to_string(path).expect("pyset_cases.json (scripts/gen_recall_fixtures.py)");
     serde_json::from_str(&text).expect("valid JSON")
 }
 

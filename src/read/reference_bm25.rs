@@ -92,11 +92,7 @@ impl ReferenceBm25 {
     /// (0 for an empty corpus).
     #[must_use]
     pub fn avg_doc_len(&self) -> f64 {
-        if self.docs.is_empty() {
-            0.0
-        } else {
-            self.total_terms as f64 / self.docs.len() as f64
-        }
+        if self.docs.is_empty() { 0.0 } else { self.total_terms as f64 / self.docs.len() as f64 }
     }
 
     /// Indexes `content` unless it is already indexed; returns its document number.

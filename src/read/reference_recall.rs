@@ -620,3 +620,61 @@ impl RefState {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::NaiveDate;
+
+    fn at(day: u32) -> Timestamp {
+        NaiveDate::from_ymd_opt(2026, 1, day)
+            .and_then(|d| d.and_hms_opt(9, 0, 0))
+            .unwrap_or_default()
+    }
+
+    fn fact(id: &str, content: &str) -> MemoryEntry {
+        let mut e = MemoryEntry::new(MemoryType::Semantic, content);
+        e.id = id.to_owned();
+        e.created_at = at(1);
+        e
+    }
+
+    #[test]
+    fn bumps_cap_history_and_social_type_finds_nothing() {
+        let mut state = RefState::default();
+        let mut f = fact("a", "User likes green tea");
+        f.access_timestamps = vec![at(1); MAX_ACCESS_TIMESTAMPS];
+        state.stores.semantic.push(f);
+        state.stores.semantic.push(fact("b", "User dislikes coffee"));
+
+        let out = recall(&RecallOptions::new("green tea"), &mut state, at(2));
+        assert_eq!(out.results.len(), 1);
+        assert_eq!(out.results[0].id, "a");
+        let a = &state.stores.semantic[0];
+        assert_eq!(a.access_timestamps.len(), MAX_ACCESS_TIMESTAMPS);
+        assert_eq!(a.access_timestamps.last(), Some(&at(2)));
+        assert_eq!(a.access_count, 1);
+        assert_eq!(state.bm25.len(), 1);
+
+        let opts =
+            RecallOptions { types: Some(vec![MemoryType::Social]), ..RecallOptions::new("tea") };
+        assert!(recall(&opts, &mut state, at(3)).results.is_empty());
+    }
+
+    #[test]
+    fn private_hidden_from_requesters_and_bonded_needs_threshold() {
+        let mut state = RefState::default();
+        let mut p = fact("p", "secret plan tea");
+        p.visibility = Visibility::Private;
+        state.stores.semantic.push(p);
+        state.stores.semantic.push(fact("b", "bonded plan tea"));
+        let mut opts = RecallOptions::new("plan tea");
+        opts.requester_id = Some("x".to_owned());
+        opts.bond_strength = 29.0;
+        assert!(recall(&opts, &mut state, at(2)).results.is_empty());
+        opts.bond_strength = 30.0;
+        let ids: Vec<_> =
+            recall(&opts, &mut state, at(2)).results.into_iter().map(|h| h.id).collect();
+        assert_eq!(ids, vec!["b".to_owned()]);
+    }
+}
