@@ -1,4 +1,8 @@
 //! The read path: `recall`, ranking and its trace.
+//!
+//! `candidates` (BM25 over the inverted index), `filters` (who may see what),
+//! `activation` (ACT-R scoring), `recall` (the default pipeline) and
+//! `reference_recall` + `reference_bm25` (soul-protocol 0.4.0's exact behaviour).
 
 pub mod activation;
 pub mod candidates;
@@ -6,6 +10,8 @@ pub mod filters;
 pub mod query;
 mod recall;
 pub mod reference_bm25;
+pub mod reference_recall;
+mod reference_store;
 
 pub use query::{Recall, RecallQuery, RecallTrace, ScoreParts, TraceEntry};
 pub use recall::{bump_access, query_terms};
@@ -19,6 +25,10 @@ impl Memory {
     /// # Errors
     /// Storage errors only.
     pub fn recall(&self, q: &RecallQuery) -> Result<Recall> {
-        self.recall_default(q)
+        if self.profile().is_reference() {
+            self.recall_reference(q)
+        } else {
+            self.recall_default(q)
+        }
     }
 }

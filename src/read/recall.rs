@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use rayon::prelude::*;
 
 use super::candidates::{self, Candidate, Term};
+use super::activation::{DECAY_RATE, MIN_AGE_SECONDS, VALENCE_SHARE, W_BASE, W_EMOTION, W_SALIENCE, W_SIGNIFICANCE, W_SPREAD};
 use super::filters;
 use super::query::{Recall, RecallQuery, RecallTrace, ScoreParts, TraceEntry};
 use crate::error::Result;
@@ -14,18 +15,6 @@ use crate::model::{MemoryEntry, time};
 use crate::storage::{DocInfo, Reader};
 use crate::text::{is_stop_word, synonyms_of, tokenize_list};
 
-/// Weight of the ACT-R base level.
-pub const W_BASE: f64 = 1.0;
-/// Weight of spreading activation (query relevance).
-pub const W_SPREAD: f64 = 2.0;
-/// Weight of the emotional boost.
-pub const W_EMOTION: f64 = 0.5;
-/// Weight of significance.
-pub const W_SIGNIFICANCE: f64 = 0.3;
-/// Weight of salience around its neutral 0.5.
-pub const W_SALIENCE: f64 = 0.5;
-/// ACT-R decay rate.
-pub const DECAY: f64 = 0.5;
 /// Query-side weight of a synonym expansion.
 pub const SYNONYM_WEIGHT: f64 = 0.4;
 /// Related entities followed per query.
@@ -56,8 +45,8 @@ pub fn query_terms(query: &str) -> Vec<Term> {
 pub fn base_level(info: &DocInfo, now_us: i64) -> f64 {
     let mut total = 0.0;
     let mut add = |t: i64| {
-        let secs = ((now_us - t) as f64 / 1e6).max(1.0);
-        total += secs.powf(-DECAY);
+        let secs = ((now_us - t) as f64 / 1e6).max(MIN_AGE_SECONDS);
+        total += secs.powf(-DECAY_RATE);
     };
     if info.access.first() != Some(&info.created_at) {
         add(info.created_at);
@@ -71,7 +60,7 @@ pub fn base_level(info: &DocInfo, now_us: i64) -> f64 {
 /// Emotional boost: arousal plus 0.3·|valence|, capped at 1.
 #[must_use]
 pub fn emotional_boost(somatic: Option<(f64, f64)>) -> f64 {
-    somatic.map_or(0.0, |(valence, arousal)| (arousal + valence.abs() * 0.3).min(1.0))
+    somatic.map_or(0.0, |(valence, arousal)| (arousal + valence.abs() * VALENCE_SHARE).min(1.0))
 }
 
 /// Scores one candidate. `spread` is its normalised text relevance in 0..=1.
