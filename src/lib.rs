@@ -19,6 +19,7 @@ mod memory;
 pub mod model;
 mod profile;
 pub mod read;
+pub mod replay;
 pub mod storage;
 pub mod text;
 pub mod write;

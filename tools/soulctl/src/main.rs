@@ -26,6 +26,14 @@ enum Command {
     Stats(cmd::stats::Args),
     /// Replay a scenario (JSON Lines) and print one result line per op.
     Replay(cmd::replay::Args),
+    /// Observe one exchange and print the report as JSON.
+    Observe(cmd::observe::Args),
+    /// Recall memories for a query (with --explain for the trace).
+    Recall(cmd::recall::Args),
+    /// Store one memory directly.
+    Remember(cmd::remember::Args),
+    /// Delete memories matching a query, or one by id.
+    Forget(cmd::forget::Args),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +43,10 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(db, a),
         Command::Stats(a) => cmd::stats::run(db, a),
         Command::Replay(a) => cmd::replay::run(db, a),
+        Command::Observe(a) => cmd::observe::run(db, a),
+        Command::Recall(a) => cmd::recall::run(db, a),
+        Command::Remember(a) => cmd::remember::run(db, a),
+        Command::Forget(a) => cmd::forget::run(db, a),
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,10 @@
 //! One module per subcommand, each with its `Args` and a `run`.
 
 pub mod demo;
+pub mod forget;
+pub mod observe;
+pub mod recall;
+pub mod remember;
 pub mod replay;
 pub mod stats;
 
