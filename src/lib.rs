@@ -13,12 +13,12 @@
 #![deny(clippy::unwrap_used)]
 
 mod error;
+pub mod formats;
 pub mod model;
 mod profile;
+pub mod read;
 pub mod text;
 pub mod write;
-pub mod read;
-pub mod formats;
 
 pub use error::{Error, Result};
 pub use model::{

@@ -165,26 +165,12 @@ impl FactTemplate {
 
 /// The reference's `_FACT_PREFIXES`: one prefix per template, in template order,
 /// duplicates kept ("User works at" and "User lives in" appear twice).
+#[rustfmt::skip]
 pub const FACT_PREFIXES: [&str; 20] = [
-    "User's name is",
-    "User is",
-    "User prefers",
-    "User dislikes",
-    "User uses",
-    "User is building",
-    "User works at",
-    "User lives in",
-    "User works at",
-    "User is from",
-    "User lives in",
-    "User's favorite",
-    "User asked about",
-    "Recommendation: use",
-    "Advised:",
-    "Comparison discussed:",
-    "User encountered",
-    "User wants to",
-    "User is trying to",
+    "User's name is", "User is", "User prefers", "User dislikes", "User uses", "User is building",
+    "User works at", "User lives in", "User works at", "User is from", "User lives in",
+    "User's favorite", "User asked about", "Recommendation: use", "Advised:",
+    "Comparison discussed:", "User encountered", "User wants to", "User is trying to",
     "User is learning",
 ];
 
@@ -407,12 +393,14 @@ fn clean_captured(text: &str) -> &str {
 
 /// Fills `{0}`, `{1}`, … of `template` with `groups` in one pass.
 fn render(template: &str, groups: &[&str]) -> String {
-    let mut out = String::with_capacity(template.len() + groups.iter().map(|g| g.len()).sum::<usize>());
+    let mut out =
+        String::with_capacity(template.len() + groups.iter().map(|g| g.len()).sum::<usize>());
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let after = &rest[open + 1..];
-        match after.find('}').and_then(|close| Some((close, after[..close].parse::<usize>().ok()?))) {
+        match after.find('}').and_then(|close| Some((close, after[..close].parse::<usize>().ok()?)))
+        {
             Some((close, index)) => {
                 out.push_str(groups.get(index).copied().unwrap_or(""));
                 rest = &after[close + 1..];
@@ -483,6 +471,7 @@ const CLAUSE_SUBJECTS: &[&str] = &[
 ];
 
 /// Time words that, after last/next/this/these, make a temporal tail.
+#[rustfmt::skip]
 const TIME_WORDS: &[&str] = &[
     "week", "weekend", "month", "year", "summer", "winter", "spring", "autumn", "fall", "night",
     "morning", "evening", "afternoon", "quarter", "semester", "term", "days", "time", "monday",
@@ -564,6 +553,7 @@ struct DefaultPattern {
 
 /// Text after "I'm " that belongs to a specific template; the generic "User is X"
 /// does not fire on it (default profile, Q2).
+#[rustfmt::skip]
 const GENERIC_IS_SKIP: &[&str] = &[
     "building", "creating", "making", "from", "trying to", "learning", "studying", "new to",
     "using",
@@ -675,8 +665,7 @@ fn extract_default(user: &str, agent: &str) -> Vec<FactCandidate> {
         // Q3: each turn is read on its own; facts about the user come from the
         // user's turn only (the agent's "How can I help?" is not "User asked about
         // help"), recommendations, advice and comparisons from either turn.
-        let texts: &[&str] =
-            if pattern.template.is_user_fact() { &[user] } else { &[user, agent] };
+        let texts: &[&str] = if pattern.template.is_user_fact() { &[user] } else { &[user, agent] };
         for text in texts {
             for caps in pattern.regex.captures_iter(text) {
                 let Some(mut groups) = default_groups(pattern, &caps) else { continue };
@@ -696,7 +685,12 @@ fn extract_default(user: &str, agent: &str) -> Vec<FactCandidate> {
                     continue;
                 }
                 let refs: Vec<&str> = groups.iter().map(String::as_str).collect();
-                push_fact(&mut out, &mut seen, pattern.template, render(pattern.template.format(), &refs));
+                push_fact(
+                    &mut out,
+                    &mut seen,
+                    pattern.template,
+                    render(pattern.template.format(), &refs),
+                );
             }
         }
     }
@@ -724,18 +718,23 @@ pub fn extract_facts(user: &str, agent: &str, profile: Profile) -> Vec<FactCandi
 // Enrichment: category and abstract (both profiles)
 // ---------------------------------------------------------------------------
 
+#[rustfmt::skip]
 const PREFERENCE_KEYWORDS: &[&str] = &[
     "likes", "prefers", "favorite", "favourite", "love", "loves", "prefer", "dislikes", "hates",
     "hate", "dislike",
 ];
+#[rustfmt::skip]
 const EVENT_KEYWORDS: &[&str] = &[
     "yesterday", "today", "tomorrow", "last week", "next week", "last month", "next month",
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january",
     "february", "march", "april", "june", "july", "august", "september", "october", "november",
     "december", "morning", "evening", "afternoon", "meeting", "event", "scheduled", "deadline",
 ];
-const PROFILE_KEYWORDS: &[&str] =
-    &["name is", "works at", "work for", "lives in", "is a", "is an", "age", "born", "occupation", "role"];
+#[rustfmt::skip]
+const PROFILE_KEYWORDS: &[&str] = &[
+    "name is", "works at", "work for", "lives in", "is a", "is an", "age", "born", "occupation",
+    "role",
+];
 
 static PROPER_NAME: LazyLock<Regex> =
     LazyLock::new(|| compile(&py_pattern(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b"), false));
@@ -803,7 +802,10 @@ mod tests {
         );
         assert_eq!(contents("I dislike auto-layout", "", r), vec!["User dislikes auto"]);
         // Q3: agent text yields user facts.
-        assert_eq!(contents("Hi there!", "Hello! How can I help?", r), vec!["User asked about help"]);
+        assert_eq!(
+            contents("Hi there!", "Hello! How can I help?", r),
+            vec!["User asked about help"]
+        );
         // Q4: British spelling never matches.
         assert!(contents("My favourite colour is teal", "", r).is_empty());
     }
@@ -858,7 +860,10 @@ mod tests {
     fn default_favorites_and_joined() {
         // Q4
         let d = Profile::Default;
-        assert_eq!(contents("My favourite colour is teal", "", d), vec!["User's favorite colour is teal"]);
+        assert_eq!(
+            contents("My favourite colour is teal", "", d),
+            vec!["User's favorite colour is teal"]
+        );
         assert_eq!(
             contents("My favorite coffee shop is Blue Door", "", d),
             vec!["User's favorite coffee shop is Blue Door"]
@@ -886,7 +891,10 @@ mod tests {
             slot_key("User's favorite color is teal", Profile::Reference).as_deref(),
             Some("User's favorite")
         );
-        assert_eq!(slot_key("User is from Porto", Profile::Default).as_deref(), Some("User is from"));
+        assert_eq!(
+            slot_key("User is from Porto", Profile::Default).as_deref(),
+            Some("User is from")
+        );
         assert!(is_single_valued("User is from"));
         assert!(is_single_valued("User's favorite color"));
         assert!(!is_single_valued("User is"));
