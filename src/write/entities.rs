@@ -346,7 +346,7 @@ static DEFAULT_TOPICS: LazyLock<Vec<DefaultTopic>> = LazyLock::new(|| {
         ),
         t(format!(r"{IM}working\s+on\s+{tc}"), true, EntityKind::Topic, "works_on", TopicRule::Phrase),
         t(
-            r"\b(?:[Ww]ork|[Ww]orking)\s+(?:at|for)\s+([A-Z][\w&'’\-]*(?:[^\S\n]+[A-Z][\w&'’\-]*){0,3})"
+            r"\b(?:[Ww]ork|[Ww]orking)\s+(?:at|for)\s+((?:(?:St|Mt)\.\s+)?[A-Z][\w&'’\-]*(?:[^\S\n]+[A-Z][\w&'’\-]*){0,3})"
                 .to_owned(),
             false,
             EntityKind::Organization,
@@ -631,8 +631,8 @@ fn insert_topic_default(table: &mut Table, raw: &str, kind: EntityKind, relation
         return;
     }
     if words.len() > 1 && matches!(kind, EntityKind::Organization | EntityKind::Project) {
-        for word in &words {
-            let k = word.to_lowercase();
+        for word in WORD.find_iter(&name) {
+            let k = word.as_str().to_lowercase();
             if table.get_mut(&k).is_some_and(|e| e.kind == EntityKind::Person) {
                 table.remove(&k);
             }
@@ -915,6 +915,8 @@ mod tests {
         let e = extract_entities("I work at Umbra Health now", "", d);
         assert_eq!(names_of(&e), vec!["Umbra Health"]);
         assert_eq!(find(&e, "Umbra Health").map(|x| x.kind), Some(EntityKind::Organization));
+        let e = extract_entities("Since spring I work at St. Olav's hospital", "", d);
+        assert_eq!(names_of(&e), vec!["St. Olav's"]);
     }
 
     #[test]

@@ -460,8 +460,7 @@ fn push_fact(
 /// Words that end a clause inside a capture (default profile).
 const CLAUSE_BREAKS: &[&str] = &[
     "but", "because", "cause", "since", "although", "though", "while", "whereas", "so", "which",
-    "who", "whom", "whose", "where", "when", "whenever", "if", "unless", "until", "till", "after",
-    "before", "once",
+    "who", "whom", "whose", "where", "when", "whenever", "if", "unless", "until", "till",
 ];
 
 /// After "and"/"or", these start a new clause ("engineer and I mostly design").
@@ -619,11 +618,11 @@ static DEFAULT_PATTERNS: LazyLock<Vec<DefaultPattern>> = LazyLock::new(|| {
         ),
         p(
             T::Advised,
-            // Q1: the advice stops at the end of its sentence.
+            // Q1: the advice stops at the end of its sentence or clause.
             format!(
                 r"(?m)(?:^|[.!?]\s+)(?:try|install|run|check\s+out|look\s+into)\s+({TOKEN}(?:[^\S\n]+{TOKEN}){{0,3}})"
             ),
-            &[Cap::Plain],
+            &[Cap::Clause(usize::MAX, 1)],
         ),
         // Q1: the first side starts at a word boundary (no "uld I pick X").
         p(
