@@ -96,7 +96,8 @@ fn postcard_round_trips_model_types() {
         assert_eq!(&b, e);
     }
     let i = soulmem::Interaction::from_pair("hi", "hello", parse_timestamp("2026-03-02").unwrap());
-    let j: soulmem::Interaction = postcard::from_bytes(&postcard::to_allocvec(&i).unwrap()).unwrap();
+    let j: soulmem::Interaction =
+        postcard::from_bytes(&postcard::to_allocvec(&i).unwrap()).unwrap();
     assert_eq!(i, j);
     let st = soulmem::MemorySettings::default();
     let st2: soulmem::MemorySettings =
@@ -168,7 +169,10 @@ fn minimal_and_legacy_read() {
 }
 
 fn fixed_opts() -> WriteOptions {
-    WriteOptions { exported: Some(parse_timestamp("2026-03-09T19:36:41.25").unwrap()), ..Default::default() }
+    WriteOptions {
+        exported: Some(parse_timestamp("2026-03-09T19:36:41.25").unwrap()),
+        ..Default::default()
+    }
 }
 
 #[test]

@@ -77,7 +77,10 @@ impl<'a> Zip<'a> {
             if f.size() > MAX_MEMBER_BYTES {
                 return Err(fmt_err(
                     name,
-                    format!("uncompressed size {} exceeds the {MAX_MEMBER_BYTES}-byte cap", f.size()),
+                    format!(
+                        "uncompressed size {} exceeds the {MAX_MEMBER_BYTES}-byte cap",
+                        f.size()
+                    ),
                 ));
             }
             if !f.is_dir() {

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use aes_gcm::aead::{Aead, KeyInit};
 use aes_gcm::Aes256Gcm;
+use aes_gcm::aead::{Aead, KeyInit};
 
 type GcmNonce = aes_gcm::aead::Nonce<Aes256Gcm>;
 
@@ -130,8 +130,7 @@ impl Decryptor {
         }
         let (salt, rest) = blob.split_at(SALT_LEN);
         let (nonce, ct) = rest.split_at(NONCE_LEN);
-        let salt: [u8; SALT_LEN] =
-            salt.try_into().map_err(|_| fmt_err(name, "bad salt length"))?;
+        let salt: [u8; SALT_LEN] = salt.try_into().map_err(|_| fmt_err(name, "bad salt length"))?;
         let key = match self.keys.get(&salt) {
             Some(k) => *k,
             None => {
@@ -143,8 +142,8 @@ impl Decryptor {
         let cipher =
             Aes256Gcm::new_from_slice(&key).map_err(|_| fmt_err(name, "bad key length"))?;
         let nonce = GcmNonce::try_from(nonce).map_err(|_| fmt_err(name, "bad nonce length"))?;
-        cipher.decrypt(&nonce, ct).map_err(|_| {
-            fmt_err(name, "decryption failed: wrong password or corrupted member")
-        })
+        cipher
+            .decrypt(&nonce, ct)
+            .map_err(|_| fmt_err(name, "decryption failed: wrong password or corrupted member"))
     }
 }

@@ -70,9 +70,10 @@ fn sorted_subdirs(dir: &Path, label: &str) -> Result<Vec<(String, PathBuf)>> {
         let ent = ent.map_err(|e| fmt_err(label, format!("cannot list: {e}")))?;
         let path = ent.path();
         if path.is_dir() {
-            let name = ent.file_name().into_string().map_err(|n| {
-                fmt_err(label, format!("directory name {n:?} is not UTF-8"))
-            })?;
+            let name = ent
+                .file_name()
+                .into_string()
+                .map_err(|n| fmt_err(label, format!("directory name {n:?} is not UTF-8")))?;
             out.push((name, path));
         }
     }
@@ -238,7 +239,8 @@ fn dir_files(doc: &SoulDocument, layout: DirLayout) -> Result<Vec<(String, Vec<u
                 to_json(&m.general_events, a, "memory/general_events.json")?,
             );
             push("memory/archives.json".into(), to_json(&m.archives, a, "memory/archives.json")?);
-            let builtin = ENTRY_TIERS.iter().map(|t| (*t, m.tier(t).map_or(&[][..], Vec::as_slice)));
+            let builtin =
+                ENTRY_TIERS.iter().map(|t| (*t, m.tier(t).map_or(&[][..], Vec::as_slice)));
             let custom = m.custom_layers.iter().map(|(k, v)| (k.as_str(), v.as_slice()));
             for (i, (layer, entries)) in builtin.chain(custom).enumerate() {
                 if i >= ENTRY_TIERS.len() {

@@ -4,13 +4,13 @@ use serde_json::{Map, Value};
 
 use super::dump::{
     MemoryDump, coerce_ints, core_from_value, custom_layers_from_value, entries_from_value,
-    fmt_err, graph_from_value, kind, list_from_value, parse_json, self_model_from_value,
-    to_json,
+    fmt_err, graph_from_value, kind, list_from_value, parse_json, self_model_from_value, to_json,
+    typed,
 };
 use super::pyjson::Dialect;
+use crate::Result;
 use crate::model::time::{Timestamp, format_timestamp};
 use crate::model::{CoreMemory, MemorySettings};
-use crate::Result;
 
 /// A soul: the memory engine's state plus the parts it carries through untouched.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +54,10 @@ pub(crate) fn check_soul_json(label: &str, soul: &Value) -> Result<()> {
             None => return Err(fmt_err(label, "identity.name is required")),
         },
         Some(other) => {
-            return Err(fmt_err(label, format!("identity must be an object, found {}", kind(other))));
+            return Err(fmt_err(
+                label,
+                format!("identity must be an object, found {}", kind(other)),
+            ));
         }
         None => return Err(fmt_err(label, "identity is required")),
     }
@@ -83,7 +86,7 @@ fn settings_of(label: &str, soul: &Value) -> Result<MemorySettings> {
                     "consolidation_interval",
                 ],
             );
-            serde_json::from_value(v).map_err(|e| fmt_err(format!("{label}: memory"), e.to_string()))
+            typed(&format!("{label}: memory"), v)
         }
     }
 }
@@ -248,11 +251,10 @@ impl SoulDocument {
                 }
             }
         }
-        let eternal = old
-            .and_then(|m| m.get("eternal"))
-            .filter(|v| v.is_object())
-            .cloned()
-            .unwrap_or_else(|| serde_json::json!({"ipfs": {}, "arweave": {}, "blockchain": {}}));
+        let eternal =
+            old.and_then(|m| m.get("eternal")).filter(|v| v.is_object()).cloned().unwrap_or_else(
+                || serde_json::json!({"ipfs": {}, "arweave": {}, "blockchain": {}}),
+            );
         let mut m = Map::new();
         m.insert("format_version".into(), "1.0.0".into());
         m.insert("created".into(), created);
@@ -267,6 +269,9 @@ impl SoulDocument {
     }
 }
 
+/// `(label, bytes)` of the files that make up one layer, in order.
+pub(crate) type LayerFiles = Vec<(String, Vec<u8>)>;
+
 /// The plain contents of the files a loader found, by logical name
 /// (`memory/semantic.json`, …), before they are checked and assembled.
 #[derive(Default)]
@@ -278,7 +283,7 @@ pub(crate) struct Found {
     /// `(label, bytes)` of `memory/core.json`.
     pub core: Option<(String, Vec<u8>)>,
     /// Per built-in tier: the files that make it up, concatenated in order.
-    pub tiers: [Option<Vec<(String, Vec<u8>)>>; 4],
+    pub tiers: [Option<LayerFiles>; 4],
     pub graph: Option<(String, Vec<u8>)>,
     pub self_model: Option<(String, Vec<u8>)>,
     pub general_events: Option<(String, Vec<u8>)>,
@@ -286,7 +291,7 @@ pub(crate) struct Found {
     /// `memory/custom_layers.json` (archives).
     pub custom_layers_json: Option<(String, Vec<u8>)>,
     /// Custom layer directories (nested directories): layer → files.
-    pub custom_dirs: Vec<(String, Vec<(String, Vec<u8>)>)>,
+    pub custom_dirs: Vec<(String, LayerFiles)>,
     pub chain: Option<(String, Vec<u8>)>,
     pub public_key: Option<Vec<u8>>,
     pub private_key: Option<Vec<u8>>,

@@ -135,9 +135,11 @@ impl MemoryDump {
     #[must_use]
     pub fn needs_nested_layout(&self) -> bool {
         self.custom_layers.values().any(|v| !v.is_empty())
-            || ENTRY_TIERS.iter().filter_map(|t| self.tier(t)).flatten().any(|e| {
-                !e.domain.is_empty() && e.domain != crate::DEFAULT_DOMAIN
-            })
+            || ENTRY_TIERS
+                .iter()
+                .filter_map(|t| self.tier(t))
+                .flatten()
+                .any(|e| !e.domain.is_empty() && e.domain != crate::DEFAULT_DOMAIN)
     }
 
     /// Reads a `to_dict()` JSON document. `source` names it in errors.
@@ -209,8 +211,13 @@ impl MemoryDump {
     /// # Errors
     /// Names the layer, the id and both positions.
     pub fn check_unique_ids(&self, source: &str) -> Result<()> {
-        for (layer, entries) in self.layers() {
-            unique(source, layer, entries.iter().map(|e| e.id.as_str()))?;
+        for t in ENTRY_TIERS {
+            let entries = self.tier(t).map_or(&[][..], Vec::as_slice);
+            unique(source, t, entries.iter().map(|e| e.id.as_str()))?;
+        }
+        for (layer, entries) in &self.custom_layers {
+            let label = format!("custom_layers[{layer:?}]");
+            unique(source, &label, entries.iter().map(|e| e.id.as_str()))?;
         }
         unique(source, "general_events", self.general_events.iter().map(|e| e.id.as_str()))
     }
@@ -273,8 +280,16 @@ pub(crate) fn coerce_ints(obj: &mut serde_json::Map<String, Value>, fields: &[&s
     }
 }
 
-fn typed<T: DeserializeOwned>(label: &str, v: Value) -> Result<T> {
-    T::deserialize(v).map_err(|e| fmt_err(label, e.to_string()))
+pub(crate) fn typed<T: DeserializeOwned>(label: &str, v: Value) -> Result<T> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path.is_empty() || path == "." {
+            fmt_err(label, inner.to_string())
+        } else {
+            fmt_err(label, format!("{path}: {inner}"))
+        }
+    })
 }
 
 /// Reads one memory entry: ranges checked, legacy fields filled in.

@@ -220,12 +220,14 @@ mod tests {
     #[test]
     fn ascii_and_layout() {
         let v = serde_json::json!({"a": "é😀\n", "b": [], "c": {}, "d": [1, {"x": 0.5}]});
-        let s = String::from_utf8(to_vec(&v, Dialect::Ascii).unwrap_or_default()).unwrap_or_default();
+        let s =
+            String::from_utf8(to_vec(&v, Dialect::Ascii).unwrap_or_default()).unwrap_or_default();
         assert_eq!(
             s,
             "{\n  \"a\": \"\\u00e9\\ud83d\\ude00\\n\",\n  \"b\": [],\n  \"c\": {},\n  \"d\": [\n    1,\n    {\n      \"x\": 0.5\n    }\n  ]\n}"
         );
-        let p = String::from_utf8(to_vec(&v, Dialect::Pydantic).unwrap_or_default()).unwrap_or_default();
+        let p = String::from_utf8(to_vec(&v, Dialect::Pydantic).unwrap_or_default())
+            .unwrap_or_default();
         assert!(p.contains("\"é😀\\n\""));
     }
 }

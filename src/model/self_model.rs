@@ -190,9 +190,11 @@ struct RawSelfModel {
 
 impl From<RawSelfModel> for SelfModel {
     fn from(raw: RawSelfModel) -> Self {
-        let mut m = SelfModel::default();
-        m.self_images = raw.self_images;
-        m.relationship_notes = raw.relationship_notes;
+        let mut m = SelfModel {
+            self_images: raw.self_images,
+            relationship_notes: raw.relationship_notes,
+            ..SelfModel::default()
+        };
         for (domain, words) in raw.domain_keywords {
             m.set_keywords(domain, words);
         }
