@@ -294,3 +294,35 @@ fn memory_settings_are_editable() {
     let again = read_soul(&write_soul(&doc, &fixed_opts()).unwrap(), None).unwrap();
     assert_eq!(again.memory_settings().unwrap().episodic_max_entries, 42);
 }
+
+/// Writes soulmem's versions of the samples into `$SOULMEM_EXPORT_DIR`, for a manual
+/// check with the reference (`check_soul.py`, which CI does not have):
+///
+/// ```text
+/// SOULMEM_EXPORT_DIR=/tmp/out cargo test --test formats_roundtrip -- --ignored
+/// for f in rich.soul rich-dir legacy-0.3.soul rich.memory.json; do
+///   $REF_PY check_soul.py --now 2026-03-12T12:00:00 samples/$f > a.txt
+///   $REF_PY check_soul.py --now 2026-03-12T12:00:00 /tmp/out/$f > b.txt
+///   diff a.txt b.txt   # only the `loaded:` and manifest `exported` lines differ
+/// done
+/// ```
+#[test]
+#[ignore = "writes files for a manual check with the reference"]
+fn export_for_reference_check() {
+    let Some(out) = std::env::var_os("SOULMEM_EXPORT_DIR") else { return };
+    let out = std::path::PathBuf::from(out);
+    std::fs::create_dir_all(&out).unwrap();
+    for name in ["rich.soul", "minimal.soul", "legacy-0.3.soul"] {
+        let doc = read_soul(&sample_bytes(name), None).unwrap();
+        formats::write_soul_file(&out.join(name), &doc, &WriteOptions::default()).unwrap();
+    }
+    let doc = read_soul(&sample_bytes("rich.soul"), None).unwrap();
+    let opts = WriteOptions { password: Some(PASSWORD.into()), ..Default::default() };
+    formats::write_soul_file(&out.join("rich-encrypted.soul"), &doc, &opts).unwrap();
+    let dir = read_dir(&samples().join("rich-dir")).unwrap();
+    write_dir(&out.join("rich-dir"), &dir).unwrap();
+    let legacy = read_soul(&sample_bytes("legacy-0.3.soul"), None).unwrap();
+    write_dir(&out.join("legacy-dir"), &legacy).unwrap();
+    let dump = MemoryDump::from_json_slice(&sample_bytes("rich.memory.json"), "rich").unwrap();
+    formats::write_memory_json(&out.join("rich.memory.json"), &dump).unwrap();
+}
