@@ -40,3 +40,10 @@ pub const DEFAULT_DOMAIN: &str = "default";
 
 /// The largest memory content accepted, in bytes (1 MiB).
 pub const MAX_CONTENT_BYTES: usize = 1 << 20;
+
+// ---- formats and the rest of the memory model (re-exports) ----
+pub use formats::{MemoryDump, SoulDocument};
+pub use model::{
+    ConversationArchive, CoreMemory, Edge, GeneralEvent, Interaction, KnowledgeGraph,
+    MemorySettings, Participant, SelfImage, SelfModel,
+};
