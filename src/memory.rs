@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
-use crate::model::{MemoryEntry, MemoryType, Timestamp};
+use crate::model::{CoreMemory, MemoryEntry, MemoryType, Timestamp};
 use crate::storage::{Reader, Store, Writer, meta_keys, schema};
 use crate::{DEFAULT_DOMAIN, Profile};
 
@@ -142,15 +142,6 @@ pub struct Memory {
     pub(crate) pool: std::sync::OnceLock<Option<rayon::ThreadPool>>,
 }
 
-/// Core memory: the always-loaded persona and human profile.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Core {
-    /// Who the soul is.
-    pub persona: String,
-    /// What it knows about its human.
-    pub human: String,
-}
-
 impl Memory {
     /// A builder with defaults.
     #[must_use]
@@ -201,7 +192,11 @@ impl Memory {
     pub(crate) fn install<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
         let pool = self.pool.get_or_init(|| {
             let n = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
-            rayon::ThreadPoolBuilder::new().num_threads(n).thread_name(|i| format!("soulmem-rank-{i}")).build().ok()
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .thread_name(|i| format!("soulmem-rank-{i}"))
+                .build()
+                .ok()
         });
         match pool {
             Some(p) => p.install(f),
@@ -340,10 +335,10 @@ impl Memory {
     ///
     /// # Errors
     /// Storage errors only.
-    pub fn core(&self) -> Result<Core> {
+    pub fn core(&self) -> Result<CoreMemory> {
         match self.read()?.meta_get(meta_keys::CORE)? {
             Some(b) => crate::storage::decode(&b, "core memory"),
-            None => Ok(Core::default()),
+            None => Ok(CoreMemory::default()),
         }
     }
 
@@ -351,7 +346,7 @@ impl Memory {
     ///
     /// # Errors
     /// Storage errors only.
-    pub fn set_core(&self, core: &Core) -> Result<()> {
+    pub fn set_core(&self, core: &CoreMemory) -> Result<()> {
         self.write(|w| w.meta_put(meta_keys::CORE, &crate::storage::encode(core)?))
     }
 
@@ -359,11 +354,11 @@ impl Memory {
     ///
     /// # Errors
     /// Storage errors, or the closure's error.
-    pub fn edit_core(&self, f: impl FnOnce(&mut Core)) -> Result<Core> {
+    pub fn edit_core(&self, f: impl FnOnce(&mut CoreMemory)) -> Result<CoreMemory> {
         self.write(|w| {
             let mut core = match w.meta_get(meta_keys::CORE)? {
                 Some(b) => crate::storage::decode(&b, "core memory")?,
-                None => Core::default(),
+                None => CoreMemory::default(),
             };
             f(&mut core);
             w.meta_put(meta_keys::CORE, &crate::storage::encode(&core)?)?;
@@ -576,7 +571,8 @@ impl Memory {
     pub fn stats(&self) -> Result<StoreStats> {
         use redb::ReadableTableMetadata;
         let r = self.read()?;
-        let mut s = StoreStats { profile: self.profile().as_str().to_owned(), ..StoreStats::default() };
+        let mut s =
+            StoreStats { profile: self.profile().as_str().to_owned(), ..StoreStats::default() };
         for (l, d) in r.entry_tables()? {
             let n = r.table_len(&l, &d)?;
             if n > 0 {

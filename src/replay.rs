@@ -90,8 +90,11 @@ impl Replayer {
         let clock = Arc::new(FixedClock::new(chrono::DateTime::UNIX_EPOCH.naive_utc()));
         let mut settings = crate::Settings::for_profile(profile);
         settings.durable = false;
-        let mem =
-            Memory::builder().profile(profile).settings(settings).clock(clock.clone()).open(path)?;
+        let mem = Memory::builder()
+            .profile(profile)
+            .settings(settings)
+            .clock(clock.clone())
+            .open(path)?;
         Ok(Self { mem, clock })
     }
 
@@ -166,11 +169,13 @@ impl Replayer {
                     "facts".into(),
                     report.facts.iter().map(|f| Value::String(f.content.clone())).collect(),
                 );
-                let mut sup: Vec<String> = report.superseded.iter().map(|s| s.content.clone()).collect();
+                let mut sup: Vec<String> =
+                    report.superseded.iter().map(|s| s.content.clone()).collect();
                 sup.sort();
                 sup.dedup();
                 out.insert("superseded".into(), sup.into_iter().map(Value::String).collect());
-                let mut ents: Vec<String> = report.entities.iter().map(|e| e.name.clone()).collect();
+                let mut ents: Vec<String> =
+                    report.entities.iter().map(|e| e.name.clone()).collect();
                 ents.sort();
                 ents.dedup();
                 out.insert("entities".into(), ents.into_iter().map(Value::String).collect());
@@ -179,13 +184,15 @@ impl Replayer {
                 let layer = match (str_field(op, "type")?, str_field(op, "layer")?) {
                     (Some(t), _) => t,
                     (None, Some(l)) => l,
-                    (None, None) => return Err(Error::InvalidInput("remember needs `type` or `layer`".into())),
+                    (None, None) => {
+                        return Err(Error::InvalidInput("remember needs `type` or `layer`".into()));
+                    }
                 };
                 let importance = int_field(op, "importance", 5)?;
-                let importance = u8::try_from(importance)
-                    .ok()
-                    .filter(|i| (1..=10).contains(i))
-                    .ok_or_else(|| Error::InvalidInput(format!("importance {importance} is not in 1..=10")))?;
+                let importance =
+                    u8::try_from(importance).ok().filter(|i| (1..=10).contains(i)).ok_or_else(
+                        || Error::InvalidInput(format!("importance {importance} is not in 1..=10")),
+                    )?;
                 let visibility = match str_field(op, "visibility")? {
                     None => Visibility::Bonded,
                     Some(v) => Visibility::parse(&v)
@@ -218,7 +225,9 @@ impl Replayer {
                 q.requester_id = str_field(op, "requester_id")?;
                 q.bond_strength = match field(op, "bond_strength") {
                     None => 100.0,
-                    Some(v) => v.as_f64().ok_or_else(|| Error::InvalidInput("bond_strength must be a number".into()))?,
+                    Some(v) => v.as_f64().ok_or_else(|| {
+                        Error::InvalidInput("bond_strength must be a number".into())
+                    })?,
                 };
                 let results = self.mem.recall(&q)?;
                 out.insert(
@@ -232,8 +241,10 @@ impl Replayer {
             }
             "facts" => {
                 let all = self.mem.facts(true)?;
-                let mut active: Vec<String> = all.iter().filter(|f| !f.is_superseded()).map(|f| f.content.clone()).collect();
-                let mut sup: Vec<String> = all.iter().filter(|f| f.is_superseded()).map(|f| f.content.clone()).collect();
+                let mut active: Vec<String> =
+                    all.iter().filter(|f| !f.is_superseded()).map(|f| f.content.clone()).collect();
+                let mut sup: Vec<String> =
+                    all.iter().filter(|f| f.is_superseded()).map(|f| f.content.clone()).collect();
                 active.sort();
                 sup.sort();
                 out.insert("active".into(), active.into_iter().map(Value::String).collect());

@@ -54,7 +54,12 @@ fn compare(name: &str, exp: &[Value], act: &[Value], t: &mut Tally, misses: &mut
         match e["op"].as_str() {
             Some("observe") => {
                 t.observe += 1;
-                for (k, slot) in [("episodic", &mut t.episodic), ("facts", &mut t.facts), ("superseded", &mut t.superseded), ("entities", &mut t.entities)] {
+                for (k, slot) in [
+                    ("episodic", &mut t.episodic),
+                    ("facts", &mut t.facts),
+                    ("superseded", &mut t.superseded),
+                    ("entities", &mut t.entities),
+                ] {
                     if e[k] == a[k] {
                         *slot += 1;
                     } else {
@@ -77,7 +82,12 @@ fn compare(name: &str, exp: &[Value], act: &[Value], t: &mut Tally, misses: &mut
                 if er.first() == ar.first() {
                     t.top1 += 1;
                 } else {
-                    misses.push(format!("{name}:{} recall top-1: exp={:?} act={:?}", i + 1, er.first(), ar.first()));
+                    misses.push(format!(
+                        "{name}:{} recall top-1: exp={:?} act={:?}",
+                        i + 1,
+                        er.first(),
+                        ar.first()
+                    ));
                 }
                 t.jaccard += set_jaccard(er, ar);
             }
@@ -128,7 +138,12 @@ fn reference_profile_matches_the_goldens() {
         println!("  {m}");
     }
     assert_eq!(t.errors, 0, "{report}");
-    for (n, what) in [(t.episodic, "episodic"), (t.facts, "facts"), (t.superseded, "superseded"), (t.entities, "entities")] {
+    for (n, what) in [
+        (t.episodic, "episodic"),
+        (t.facts, "facts"),
+        (t.superseded, "superseded"),
+        (t.entities, "entities"),
+    ] {
         assert!(pct(n, t.observe) >= 99.0, "{what} below 99%: {report}");
     }
     assert!(pct(t.snapshots_exact, t.snapshots) >= 99.0, "facts snapshots: {report}");

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 
-
 use crate::error::Result;
 use crate::storage::{DocInfo, Reader};
 
@@ -90,14 +89,20 @@ pub fn term_stats(r: &Reader, terms: &[Term]) -> Result<Vec<TermStat>> {
         }
         let w = idf(n, df);
         seen.insert(t.token.as_str(), out.len());
-        out.push(TermStat { token: t.token.clone(), weight: t.weight, df, idf: w, upper: t.weight * w * (K1 + 1.0) });
+        out.push(TermStat {
+            token: t.token.clone(),
+            weight: t.weight,
+            df,
+            idf: w,
+            upper: t.weight * w * (K1 + 1.0),
+        });
     }
     out.sort_by(|a, b| b.upper.total_cmp(&a.upper).then_with(|| a.token.cmp(&b.token)));
     Ok(out)
 }
 
 enum Acc {
-    Kept(f64, DocInfo),
+    Kept(f64, Box<DocInfo>),
     Dropped,
 }
 
@@ -113,7 +118,8 @@ pub fn top_k(
     let avgdl = if corpus.docs == 0 { 1.0 } else { corpus.total_len as f64 / corpus.docs as f64 };
     let mut acc: HashMap<u64, Acc> = HashMap::new();
     let mut read = 0u64;
-    let remaining: Vec<f64> = (0..stats.len()).map(|i| stats[i..].iter().map(|s| s.upper).sum()).collect();
+    let remaining: Vec<f64> =
+        (0..stats.len()).map(|i| stats[i..].iter().map(|s| s.upper).sum()).collect();
     let mut essential_done = stats.len();
     for (i, t) in stats.iter().enumerate() {
         if k > 0 && threshold(&acc, k).is_some_and(|theta| remaining[i] <= theta) {
@@ -133,7 +139,7 @@ pub fn top_k(
                 None => {
                     let info = r.docinfo(docno)?;
                     let entry = match info {
-                        Some(info) if accept(docno, &info) => Acc::Kept(0.0, info),
+                        Some(info) if accept(docno, &info) => Acc::Kept(0.0, Box::new(info)),
                         _ => Acc::Dropped,
                     };
                     acc.entry(docno).or_insert(entry)
@@ -166,7 +172,7 @@ pub fn top_k(
     let mut out: Vec<Candidate> = acc
         .into_iter()
         .filter_map(|(docno, a)| match a {
-            Acc::Kept(bm25, info) => Some(Candidate { docno, bm25, info }),
+            Acc::Kept(bm25, info) => Some(Candidate { docno, bm25, info: *info }),
             Acc::Dropped => None,
         })
         .collect();
@@ -177,8 +183,10 @@ pub fn top_k(
 
 /// The k-th best kept score, when at least `k` memories are kept.
 fn threshold(acc: &HashMap<u64, Acc>, k: usize) -> Option<f64> {
-    let mut scores: Vec<f64> =
-        acc.values().filter_map(|a| if let Acc::Kept(s, _) = a { Some(*s) } else { None }).collect();
+    let mut scores: Vec<f64> = acc
+        .values()
+        .filter_map(|a| if let Acc::Kept(s, _) = a { Some(*s) } else { None })
+        .collect();
     if scores.len() < k {
         return None;
     }

@@ -5,8 +5,11 @@ use std::collections::{BTreeSet, HashMap};
 
 use rayon::prelude::*;
 
+use super::activation::{
+    DECAY_RATE, MIN_AGE_SECONDS, VALENCE_SHARE, W_BASE, W_EMOTION, W_SALIENCE, W_SIGNIFICANCE,
+    W_SPREAD,
+};
 use super::candidates::{self, Candidate, Term};
-use super::activation::{DECAY_RATE, MIN_AGE_SECONDS, VALENCE_SHARE, W_BASE, W_EMOTION, W_SALIENCE, W_SIGNIFICANCE, W_SPREAD};
 use super::filters;
 use super::query::{Recall, RecallQuery, RecallTrace, ScoreParts, TraceEntry};
 use crate::error::Result;
@@ -71,7 +74,16 @@ pub fn activation(info: &DocInfo, spread: f64, now_us: i64) -> ScoreParts {
     let significance = W_SIGNIFICANCE * info.significance;
     let salience = (info.salience - 0.5) * W_SALIENCE;
     let total = W_BASE * base + W_SPREAD * spread + W_EMOTION * emotion + significance + salience;
-    ScoreParts { base, spread, emotion, significance, salience, personality: 0.0, vector: 0.0, total }
+    ScoreParts {
+        base,
+        spread,
+        emotion,
+        significance,
+        salience,
+        personality: 0.0,
+        vector: 0.0,
+        total,
+    }
 }
 
 struct Pooled {
@@ -134,8 +146,10 @@ impl Memory {
         };
         let (text, read) = candidates::top_k(&r, &stats, pool_size, &mut accept)?;
         trace.postings_read += read;
-        let mut pool: Vec<Pooled> = text.into_iter().map(|c| Pooled { cand: c, source: "text".into() }).collect();
-        let mut in_pool: HashMap<u64, usize> = pool.iter().enumerate().map(|(i, p)| (p.cand.docno, i)).collect();
+        let mut pool: Vec<Pooled> =
+            text.into_iter().map(|c| Pooled { cand: c, source: "text".into() }).collect();
+        let mut in_pool: HashMap<u64, usize> =
+            pool.iter().enumerate().map(|(i, p)| (p.cand.docno, i)).collect();
 
         // Graph expansion: memories about entities related to the ones named.
         let named = query_entities(&r, &q.query)?;
@@ -159,13 +173,17 @@ impl Memory {
         related.dedup();
         related.truncate(MAX_GRAPH_TERMS);
         for ent in &related {
-            let ent_terms: Vec<Term> =
-                tokenize_list(ent, 3).into_iter().map(|token| Term { token, weight: 0.5 }).collect();
+            let ent_terms: Vec<Term> = tokenize_list(ent, 3)
+                .into_iter()
+                .map(|token| Term { token, weight: 0.5 })
+                .collect();
             let ent_stats = candidates::term_stats(&r, &ent_terms)?;
             let (found, read) = candidates::top_k(&r, &ent_stats, q.limit, &mut accept)?;
             trace.postings_read += read;
             let mut tagged: Vec<Candidate> = found;
-            for row in r.entities.range((ent.as_str(), 0u64)..=(ent.as_str(), u64::MAX))?.take(q.limit) {
+            for row in
+                r.entities.range((ent.as_str(), 0u64)..=(ent.as_str(), u64::MAX))?.take(q.limit)
+            {
                 let docno = row?.0.value().1;
                 if let Some(info) = r.docinfo(docno)?
                     && accept(docno, &info)
@@ -197,7 +215,9 @@ impl Memory {
                 .collect()
         });
         scored.sort_by(|a, b| {
-            b.0.total.total_cmp(&a.0.total).then_with(|| pool[a.1].cand.info.id.cmp(&pool[b.1].cand.info.id))
+            b.0.total
+                .total_cmp(&a.0.total)
+                .then_with(|| pool[a.1].cand.info.id.cmp(&pool[b.1].cand.info.id))
         });
         scored.truncate(want);
 
@@ -206,7 +226,9 @@ impl Memory {
         let mut touched: Vec<u64> = Vec::new();
         for (rank, (parts, i)) in scored.iter().enumerate() {
             let p = &pool[*i];
-            let Some(mut entry) = r.entry_in(&p.cand.info.layer, &p.cand.info.domain, p.cand.docno)? else {
+            let Some(mut entry) =
+                r.entry_in(&p.cand.info.layer, &p.cand.info.domain, p.cand.docno)?
+            else {
                 continue;
             };
             if rank >= q.limit {

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use super::query::{Recall, RecallQuery, RecallTrace, ScoreParts, TraceEntry};
 use super::reference_bm25::ReferenceBm25;
-use super::reference_recall::{self, RecallOptions, RefEdge, RefGraph, RefState, RefStores, StoreKind};
+use super::reference_recall::{
+    self, RecallOptions, RefEdge, RefGraph, RefState, RefStores, StoreKind,
+};
 use crate::error::{Error, Result};
 use crate::memory::Memory;
 use crate::model::{MemoryEntry, MemoryType};
@@ -43,7 +45,12 @@ fn load_state(r: &Reader) -> Result<RefState> {
         edges: r
             .graph_edges()?
             .into_iter()
-            .map(|e| RefEdge { active: e.is_active(), source: e.source, target: e.target, relation: e.relation })
+            .map(|e| RefEdge {
+                active: e.is_active(),
+                source: e.source,
+                target: e.target,
+                relation: e.relation,
+            })
             .collect(),
     };
     let contents: Vec<String> = match r.meta_get(meta_keys::REF_BM25)? {
@@ -61,7 +68,11 @@ impl Memory {
             None => None,
             Some(ts) => Some(
                 ts.iter()
-                    .map(|t| MemoryType::parse(t).ok_or_else(|| Error::InvalidInput(format!("unknown memory type {t:?}"))))
+                    .map(|t| {
+                        MemoryType::parse(t).ok_or_else(|| {
+                            Error::InvalidInput(format!("unknown memory type {t:?}"))
+                        })
+                    })
                     .collect::<Result<Vec<_>>>()?,
             ),
         };
@@ -78,7 +89,10 @@ impl Memory {
         let before = state.bm25.len();
         let outcome = reference_recall::recall(&opts, &mut state, now);
 
-        let mut out = Recall { trace: RecallTrace { profile: "reference".into(), ..RecallTrace::default() }, ..Recall::default() };
+        let mut out = Recall {
+            trace: RecallTrace { profile: "reference".into(), ..RecallTrace::default() },
+            ..Recall::default()
+        };
         for (rank, hit) in outcome.results.iter().enumerate() {
             let Some(e) = state.entry(&hit.store, &hit.id) else { continue };
             let parts = hit.activation.as_ref().map(|a| ScoreParts {
@@ -109,11 +123,8 @@ impl Memory {
 
         // Persist what the recall changed.
         let grown = state.bm25.len() != before;
-        let updated: Vec<MemoryEntry> = outcome
-            .accessed
-            .iter()
-            .filter_map(|a| state.entry(&a.store, &a.id).cloned())
-            .collect();
+        let updated: Vec<MemoryEntry> =
+            outcome.accessed.iter().filter_map(|a| state.entry(&a.store, &a.id).cloned()).collect();
         if grown || !updated.is_empty() {
             let corpus: Vec<String> = state.bm25.contents().map(str::to_owned).collect();
             self.write(|w| {

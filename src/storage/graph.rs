@@ -53,7 +53,10 @@ fn adj_rows(t: &impl ReadableTable<(Str, u64), ()>, node_lower: &str) -> Result<
     Ok(out)
 }
 
-fn edges_by_seq(t: &impl ReadableTable<u64, &'static [u8]>, seqs: &[u64]) -> Result<Vec<(u64, EdgeRecord)>> {
+fn edges_by_seq(
+    t: &impl ReadableTable<u64, &'static [u8]>,
+    seqs: &[u64],
+) -> Result<Vec<(u64, EdgeRecord)>> {
     let mut out = Vec::new();
     for &s in seqs {
         if let Some(v) = t.get(s)? {
@@ -68,11 +71,10 @@ impl Writer<'_> {
     pub fn graph_add_entity(&mut self, name: &str, kind: &str) -> Result<()> {
         let existing = {
             let nodes: Table<'_, Str, &[u8]> = self.txn().open_table(GRAPH_NODES)?;
-            let found = match nodes.get(name)? {
+            match nodes.get(name)? {
                 Some(v) => Some(decode::<NodeRecord>(v.value(), "graph node")?.seq),
                 None => None,
-            };
-            found
+            }
         };
         let seq = match existing {
             Some(s) => s,
@@ -95,7 +97,11 @@ impl Writer<'_> {
         let lower = edge.source.to_lowercase();
         let seqs = adj_rows(&self.txn().open_table(GRAPH_ADJ)?, &lower)?;
         for (_, e) in edges_by_seq(&self.txn().open_table(GRAPH_EDGES)?, &seqs)? {
-            if e.source == edge.source && e.target == edge.target && e.relation == edge.relation && e.is_active() {
+            if e.source == edge.source
+                && e.target == edge.target
+                && e.relation == edge.relation
+                && e.is_active()
+            {
                 return Ok(false);
             }
         }
@@ -141,7 +147,10 @@ impl Reader {
     /// Edges touching the node (matched lower-cased), in insertion order.
     pub fn graph_edges_of(&self, node: &str) -> Result<Vec<EdgeRecord>> {
         let seqs = adj_rows(&self.txn().open_table(GRAPH_ADJ)?, &node.to_lowercase())?;
-        Ok(edges_by_seq(&self.txn().open_table(GRAPH_EDGES)?, &seqs)?.into_iter().map(|(_, e)| e).collect())
+        Ok(edges_by_seq(&self.txn().open_table(GRAPH_EDGES)?, &seqs)?
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect())
     }
 
     /// Whether a node with this lower-cased name has any edge.

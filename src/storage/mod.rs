@@ -19,8 +19,8 @@ use std::path::Path;
 use redb::{Database, ReadableDatabase};
 
 pub use codec::{decode, encode};
-pub use query::keyed_facts as query_keyed;
 pub use docinfo::DocInfo;
+pub use query::keyed_facts as query_keyed;
 pub use reader::Reader;
 pub use writer::Writer;
 

@@ -331,7 +331,11 @@ fn bump(table: &mut Table<'_, Str, u64>, key: &str, delta: i64) -> Result<()> {
 
 fn bump2(table: &mut Table<'_, (Str, Str), u64>, part: &str, key: &str, delta: i64) -> Result<()> {
     let cur = table.get((part, key))?.map_or(0, |v| v.value());
-    let next = if delta >= 0 { cur + delta.unsigned_abs() } else { cur.saturating_sub(delta.unsigned_abs()) };
+    let next = if delta >= 0 {
+        cur + delta.unsigned_abs()
+    } else {
+        cur.saturating_sub(delta.unsigned_abs())
+    };
     if next == 0 {
         table.remove((part, key))?;
     } else {

@@ -74,7 +74,11 @@ pub(crate) fn check_text(text: &str) -> Result<()> {
 }
 
 /// Builds the entry `remember` stores, as the profile says.
-pub(crate) fn remember_entry(req: &Remember, profile: Profile, now: Timestamp) -> Result<MemoryEntry> {
+pub(crate) fn remember_entry(
+    req: &Remember,
+    profile: Profile,
+    now: Timestamp,
+) -> Result<MemoryEntry> {
     let kind = match MemoryType::parse(&req.layer) {
         Some(MemoryType::Core) => {
             return Err(Error::InvalidInput(

@@ -164,7 +164,13 @@ fn in_facts_order(w: &Writer<'_>, docnos: impl IntoIterator<Item = u64>) -> Resu
 
 /// Default profile: facts of `(user, domain)` that share a probe token with
 /// `content` (every fact whose dedup similarity can reach `threshold`).
-fn similar_facts(w: &mut Writer<'_>, content: &str, threshold: f64, user: Option<&str>, domain: &str) -> Result<Vec<Fact>> {
+fn similar_facts(
+    w: &mut Writer<'_>,
+    content: &str,
+    threshold: f64,
+    user: Option<&str>,
+    domain: &str,
+) -> Result<Vec<Fact>> {
     let part = schema::fact_partition(user, domain);
     let probe = {
         let terms = &w.fact_terms;
@@ -174,7 +180,10 @@ fn similar_facts(w: &mut Writer<'_>, content: &str, threshold: f64, user: Option
     };
     let mut docnos = BTreeSet::new();
     for t in &probe.tokens {
-        for row in w.fact_tokens.range((part.as_str(), t.as_str(), 0u64)..=(part.as_str(), t.as_str(), u64::MAX))? {
+        for row in w
+            .fact_tokens
+            .range((part.as_str(), t.as_str(), 0u64)..=(part.as_str(), t.as_str(), u64::MAX))?
+        {
             docnos.insert(row?.0.value().2);
         }
     }
@@ -184,17 +193,35 @@ fn similar_facts(w: &mut Writer<'_>, content: &str, threshold: f64, user: Option
 
 /// Default profile: facts of `(user, domain)` that state one of `content`'s verb
 /// attributes.
-fn attribute_facts(w: &mut Writer<'_>, content: &str, user: Option<&str>, domain: &str, profile: Profile) -> Result<Vec<u64>> {
+fn attribute_facts(
+    w: &mut Writer<'_>,
+    content: &str,
+    user: Option<&str>,
+    domain: &str,
+    profile: Profile,
+) -> Result<Vec<u64>> {
     let mut docnos = BTreeSet::new();
     for attr in keys::attribute_keys(content, profile) {
-        docnos.extend(crate::storage::query_keyed(&w.attributes, &attr, Some(user.unwrap_or("")), Some(domain))?);
+        docnos.extend(crate::storage::query_keyed(
+            &w.attributes,
+            &attr,
+            Some(user.unwrap_or("")),
+            Some(domain),
+        )?);
     }
     Ok(docnos.into_iter().collect())
 }
 
 /// Supersedes the fact at `docno`: `superseded_by = by`, and the `superseded` flag
 /// when `flag` (contradictions set it; prefix conflicts and merges do not).
-fn supersede(w: &mut Writer<'_>, docno: u64, by: &str, flag: bool, now: Timestamp, reason: &str) -> Result<Option<MemoryEntry>> {
+fn supersede(
+    w: &mut Writer<'_>,
+    docno: u64,
+    by: &str,
+    flag: bool,
+    now: Timestamp,
+    reason: &str,
+) -> Result<Option<MemoryEntry>> {
     let Some(mut e) = w.get(docno)? else { return Ok(None) };
     e.superseded_by = Some(by.to_owned());
     if flag {
@@ -216,7 +243,12 @@ struct Ctx<'a> {
 
 fn recent_episodes(w: &mut Writer<'_>) -> Result<Vec<String>> {
     let mut rows: Vec<(i64, u64)> = Vec::new();
-    for row in w.layer_order.range(("episodic", 0u64)..=("episodic", u64::MAX))?.rev().take(significance::RECENT_EPISODES * 4) {
+    for row in w
+        .layer_order
+        .range(("episodic", 0u64)..=("episodic", u64::MAX))?
+        .rev()
+        .take(significance::RECENT_EPISODES * 4)
+    {
         let d = row?.0.value().1;
         if let Some(info) = w.docinfo(d)? {
             rows.push((info.created_at, d));
@@ -233,7 +265,14 @@ fn recent_episodes(w: &mut Writer<'_>) -> Result<Vec<String>> {
     Ok(out)
 }
 
-fn store_episode(w: &mut Writer<'_>, cx: &Ctx<'_>, user: &str, agent: &str, somatic: &SomaticMarker, sig: &significance::Significance) -> Result<String> {
+fn store_episode(
+    w: &mut Writer<'_>,
+    cx: &Ctx<'_>,
+    user: &str,
+    agent: &str,
+    somatic: &SomaticMarker,
+    sig: &significance::Significance,
+) -> Result<String> {
     let mut e = MemoryEntry::new(MemoryType::Episodic, significance::episodic_content(user, agent));
     e.importance = significance::episodic_importance(somatic);
     e.emotion = Some(somatic.label.clone());
@@ -250,12 +289,20 @@ fn store_episode(w: &mut Writer<'_>, cx: &Ctx<'_>, user: &str, agent: &str, soma
 }
 
 /// Runs the whole pipeline inside `w`.
-pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp, user: &str, agent: &str, opts: &ObserveOptions) -> Result<ObserveReport> {
+pub(crate) fn observe_in(
+    w: &mut Writer<'_>,
+    settings: &Settings,
+    now: Timestamp,
+    user: &str,
+    agent: &str,
+    opts: &ObserveOptions,
+) -> Result<ObserveReport> {
     lifecycle::check_text(user)?;
     lifecycle::check_text(agent)?;
     let profile = w.profile();
     let reference = profile.is_reference();
-    let cx = Ctx { profile, settings, now, user_id: opts.user_id.clone(), domain: opts.domain.clone() };
+    let cx =
+        Ctx { profile, settings, now, user_id: opts.user_id.clone(), domain: opts.domain.clone() };
     schema::validate_name("domain", &cx.domain)?;
 
     // 1-2. Sentiment and significance.
@@ -278,7 +325,9 @@ pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp
     let all_active = if reference { Some(all_active_facts(w)?) } else { None };
     for cand in extracted {
         let drop = match &all_active {
-            Some(active) => dedup::prefilter_drops(&cand.content, active.iter().map(|f| f.content.as_str())),
+            Some(active) => {
+                dedup::prefilter_drops(&cand.content, active.iter().map(|f| f.content.as_str()))
+            }
             None => {
                 let near = similar_facts(w, &cand.content, 0.5, cx.user_id.as_deref(), &cx.domain)?;
                 dedup::prefilter_drops(&cand.content, near.iter().map(|f| f.content.as_str()))
@@ -303,13 +352,20 @@ pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp
         // Q6-Q9: every candidate supersedes the first active fact sharing a template
         // prefix, before dedup, across users and domains, with "new".
         for cand in &candidates {
-            'prefixes: for prefix in keys::REFERENCE_PREFIXES.iter().filter(|p| cand.content.starts_with(**p)) {
+            'prefixes: for prefix in
+                keys::REFERENCE_PREFIXES.iter().filter(|p| cand.content.starts_with(**p))
+            {
                 let docnos = crate::storage::query_keyed(&w.prefixes, prefix, None, None)?;
                 for d in in_facts_order(w, docnos)? {
                     let Some(e) = w.get(d)? else { continue };
                     if e.content != cand.content {
                         if let Some(old) = supersede(w, d, "new", false, now, "prefix conflict")? {
-                            superseded.push(SupersededFact { id: old.id, content: old.content, by: "new".into(), cause: "prefix".into() });
+                            superseded.push(SupersededFact {
+                                id: old.id,
+                                content: old.content,
+                                by: "new".into(),
+                                cause: "prefix".into(),
+                            });
                         }
                         break 'prefixes;
                     }
@@ -330,11 +386,19 @@ pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp
                 dedup::DedupDecision::Skip { .. } => {}
                 dedup::DedupDecision::Merge { id, .. } => {
                     let docno = w.insert(cand)?;
-                    let entry = w.get(docno)?.ok_or_else(|| crate::Error::Storage("lost fact".into()))?;
+                    let entry =
+                        w.get(docno)?.ok_or_else(|| crate::Error::Storage("lost fact".into()))?;
                     if let Some(target) = snapshot.iter().find(|f| f.id == id) {
                         merged.insert(target.docno);
-                        if let Some(old) = supersede(w, target.docno, &entry.id, false, now, "dedup merge")? {
-                            superseded.push(SupersededFact { id: old.id, content: old.content, by: entry.id.clone(), cause: "merge".into() });
+                        if let Some(old) =
+                            supersede(w, target.docno, &entry.id, false, now, "dedup merge")?
+                        {
+                            superseded.push(SupersededFact {
+                                id: old.id,
+                                content: old.content,
+                                by: entry.id.clone(),
+                                cause: "merge".into(),
+                            });
                         }
                     }
                     stored_docnos.insert(docno);
@@ -342,7 +406,8 @@ pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp
                 }
                 dedup::DedupDecision::Create => {
                     let docno = w.insert(cand)?;
-                    let entry = w.get(docno)?.ok_or_else(|| crate::Error::Storage("lost fact".into()))?;
+                    let entry =
+                        w.get(docno)?.ok_or_else(|| crate::Error::Storage("lost fact".into()))?;
                     stored_docnos.insert(docno);
                     stored.push((docno, entry));
                 }
@@ -353,11 +418,13 @@ pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp
         // is stored then replaces the single-valued slot it fills.
         let mut batch: HashSet<u64> = HashSet::new();
         for cand in candidates {
-            let near: Vec<Fact> = similar_facts(w, &cand.content, 0.6, cx.user_id.as_deref(), &cx.domain)?
-                .into_iter()
-                .filter(|f| !batch.contains(&f.docno))
-                .collect();
-            let pairs: Vec<(&str, &str)> = near.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
+            let near: Vec<Fact> =
+                similar_facts(w, &cand.content, 0.6, cx.user_id.as_deref(), &cx.domain)?
+                    .into_iter()
+                    .filter(|f| !batch.contains(&f.docno))
+                    .collect();
+            let pairs: Vec<(&str, &str)> =
+                near.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
             let decision = dedup::reconcile(&cand.content, &pairs);
             if matches!(decision, dedup::DedupDecision::Skip { .. }) {
                 continue;
@@ -370,10 +437,20 @@ pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp
                 && let Some(target) = near.iter().find(|f| &f.id == id)
                 && let Some(old) = supersede(w, target.docno, &entry.id, false, now, "dedup merge")?
             {
-                superseded.push(SupersededFact { id: old.id, content: old.content, by: entry.id.clone(), cause: "merge".into() });
+                superseded.push(SupersededFact {
+                    id: old.id,
+                    content: old.content,
+                    by: entry.id.clone(),
+                    cause: "merge".into(),
+                });
             }
             for slot in slots {
-                let olds = crate::storage::query_keyed(&w.prefixes, &slot, Some(cx.user_id.as_deref().unwrap_or("")), Some(&cx.domain))?;
+                let olds = crate::storage::query_keyed(
+                    &w.prefixes,
+                    &slot,
+                    Some(cx.user_id.as_deref().unwrap_or("")),
+                    Some(&cx.domain),
+                )?;
                 for d in olds {
                     if batch.contains(&d) {
                         continue;
@@ -382,7 +459,12 @@ pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp
                     if e.content != entry.content
                         && let Some(old) = supersede(w, d, &entry.id, false, now, "slot replaced")?
                     {
-                        superseded.push(SupersededFact { id: old.id, content: old.content, by: entry.id.clone(), cause: "prefix".into() });
+                        superseded.push(SupersededFact {
+                            id: old.id,
+                            content: old.content,
+                            by: entry.id.clone(),
+                            cause: "prefix".into(),
+                        });
                     }
                 }
             }
@@ -410,21 +492,38 @@ pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp
                 for f in &snapshot {
                     let still = w.docinfo(f.docno)?.is_some_and(|i| !i.superseded);
                     if still || !resolved.contains(&f.id) {
-                        v.push(Fact { docno: f.docno, id: f.id.clone(), content: f.content.clone() });
+                        v.push(Fact {
+                            docno: f.docno,
+                            id: f.id.clone(),
+                            content: f.content.clone(),
+                        });
                     }
                 }
                 v
             } else {
-                let mut v = similar_facts(w, &fact.content, contradiction::SIMILARITY_THRESHOLD, cx.user_id.as_deref(), &cx.domain)?;
+                let mut v = similar_facts(
+                    w,
+                    &fact.content,
+                    contradiction::SIMILARITY_THRESHOLD,
+                    cx.user_id.as_deref(),
+                    &cx.domain,
+                )?;
                 let seen: HashSet<u64> = v.iter().map(|f| f.docno).collect();
-                let extra = attribute_facts(w, &fact.content, cx.user_id.as_deref(), &cx.domain, profile)?;
+                let extra =
+                    attribute_facts(w, &fact.content, cx.user_id.as_deref(), &cx.domain, profile)?;
                 let extra: Vec<u64> = extra.into_iter().filter(|d| !seen.contains(d)).collect();
                 v.extend(load_facts(w, extra)?);
                 let ordered = in_facts_order(w, v.iter().map(|f| f.docno))?;
-                let mut by_docno: std::collections::HashMap<u64, Fact> = v.into_iter().map(|f| (f.docno, f)).collect();
-                ordered.into_iter().filter_map(|d| by_docno.remove(&d)).filter(|f| !stored_docnos.contains(&f.docno) && f.docno != *new_docno).collect()
+                let mut by_docno: std::collections::HashMap<u64, Fact> =
+                    v.into_iter().map(|f| (f.docno, f)).collect();
+                ordered
+                    .into_iter()
+                    .filter_map(|d| by_docno.remove(&d))
+                    .filter(|f| !stored_docnos.contains(&f.docno) && f.docno != *new_docno)
+                    .collect()
             };
-            let pairs: Vec<(&str, &str)> = cands.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
+            let pairs: Vec<(&str, &str)> =
+                cands.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
             for c in contradiction::detect(&fact.content, &pairs, profile) {
                 let Some(target) = cands.iter().find(|f| f.id == c.old_id) else { continue };
                 let was_active = w.docinfo(target.docno)?.is_some_and(|i| !i.superseded);
@@ -432,10 +531,20 @@ pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp
                     && was_active
                     && !stored_docnos.contains(&target.docno)
                 {
-                    superseded.push(SupersededFact { id: old.id, content: old.content, by: fact.id.clone(), cause: "contradiction".into() });
+                    superseded.push(SupersededFact {
+                        id: old.id,
+                        content: old.content,
+                        by: fact.id.clone(),
+                        cause: "contradiction".into(),
+                    });
                 }
                 resolved.insert(c.old_id.clone());
-                contradictions.push(ContradictionRecord { old_id: c.old_id, new_id: fact.id.clone(), reason: c.reason, confidence: c.confidence });
+                contradictions.push(ContradictionRecord {
+                    old_id: c.old_id,
+                    new_id: fact.id.clone(),
+                    reason: c.reason,
+                    confidence: c.confidence,
+                });
             }
         }
     }
@@ -445,30 +554,60 @@ pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp
         let cands: Vec<Fact> = if reference {
             all_active_facts(w)?
         } else {
-            let mut v = similar_facts(w, user, contradiction::SIMILARITY_THRESHOLD, cx.user_id.as_deref(), &cx.domain)?;
+            let mut v = similar_facts(
+                w,
+                user,
+                contradiction::SIMILARITY_THRESHOLD,
+                cx.user_id.as_deref(),
+                &cx.domain,
+            )?;
             let seen: HashSet<u64> = v.iter().map(|f| f.docno).collect();
-            let extra: Vec<u64> = attribute_facts(w, user, cx.user_id.as_deref(), &cx.domain, profile)?.into_iter().filter(|d| !seen.contains(d)).collect();
+            let extra: Vec<u64> =
+                attribute_facts(w, user, cx.user_id.as_deref(), &cx.domain, profile)?
+                    .into_iter()
+                    .filter(|d| !seen.contains(d))
+                    .collect();
             v.extend(load_facts(w, extra)?);
             let ordered = in_facts_order(w, v.iter().map(|f| f.docno))?;
-            let mut by_docno: std::collections::HashMap<u64, Fact> = v.into_iter().map(|f| (f.docno, f)).collect();
-            ordered.into_iter().filter_map(|d| by_docno.remove(&d)).filter(|f| !stored_docnos.contains(&f.docno)).collect()
+            let mut by_docno: std::collections::HashMap<u64, Fact> =
+                v.into_iter().map(|f| (f.docno, f)).collect();
+            ordered
+                .into_iter()
+                .filter_map(|d| by_docno.remove(&d))
+                .filter(|f| !stored_docnos.contains(&f.docno))
+                .collect()
         };
-        let pairs: Vec<(&str, &str)> = cands.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
+        let pairs: Vec<(&str, &str)> =
+            cands.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
         for c in contradiction::detect_raw_text(user, &pairs, profile) {
             if resolved.contains(&c.old_id) {
                 continue;
             }
             let Some(target) = cands.iter().find(|f| f.id == c.old_id) else { continue };
-            let by = if reference { "raw-text-contradiction".to_owned() } else {
-                stored.first().map_or_else(|| "raw-text-contradiction".to_owned(), |(_, f)| f.id.clone())
+            let by = if reference {
+                "raw-text-contradiction".to_owned()
+            } else {
+                stored
+                    .first()
+                    .map_or_else(|| "raw-text-contradiction".to_owned(), |(_, f)| f.id.clone())
             };
             if let Some(old) = supersede(w, target.docno, &by, true, now, &c.reason)?
                 && !stored_docnos.contains(&target.docno)
             {
-                superseded.push(SupersededFact { id: old.id, content: old.content, by: by.clone(), cause: "raw-text".into() });
+                superseded.push(SupersededFact {
+                    id: old.id,
+                    content: old.content,
+                    by: by.clone(),
+                    cause: "raw-text".into(),
+                });
             }
             resolved.insert(c.old_id.clone());
-            contradictions.push(ContradictionRecord { old_id: c.old_id, new_id: by, reason: c.reason, confidence: c.confidence });
+            contradictions.push(ContradictionRecord {
+                old_id: c.old_id,
+                new_id: by,
+                reason: c.reason,
+                confidence: c.confidence,
+            });
         }
     }
 
@@ -478,7 +617,10 @@ pub(crate) fn observe_in(w: &mut Writer<'_>, settings: &Settings, now: Timestamp
     if !skip_deep {
         let extracted = entities::extract_entities(user, agent, profile);
         for e in extracted.iter() {
-            observed.push(ObservedEntity { name: e.name.clone(), entity_type: e.kind.as_str().to_owned() });
+            observed.push(ObservedEntity {
+                name: e.name.clone(),
+                entity_type: e.kind.as_str().to_owned(),
+            });
         }
         let now_us = time::to_micros(&now);
         for upd in entities::graph_updates(&extracted, profile) {
@@ -518,7 +660,12 @@ impl Memory {
     /// # Errors
     /// A bad domain name, text over the size limit, or storage errors; nothing is
     /// written then.
-    pub fn observe_pair(&self, user: &str, agent: &str, opts: &ObserveOptions) -> Result<ObserveReport> {
+    pub fn observe_pair(
+        &self,
+        user: &str,
+        agent: &str,
+        opts: &ObserveOptions,
+    ) -> Result<ObserveReport> {
         let now = self.now();
         let settings = &self.settings;
         self.write(|w| observe_in(w, settings, now, user, agent, opts))
@@ -529,9 +676,14 @@ impl Memory {
     ///
     /// # Errors
     /// As [`Memory::observe_pair`]; the first failure aborts the batch.
-    pub fn observe_batch(&self, items: &[(String, String, ObserveOptions)]) -> Result<Vec<ObserveReport>> {
+    pub fn observe_batch(
+        &self,
+        items: &[(String, String, ObserveOptions)],
+    ) -> Result<Vec<ObserveReport>> {
         let now = self.now();
         let settings = &self.settings;
-        self.write(|w| items.iter().map(|(u, a, o)| observe_in(w, settings, now, u, a, o)).collect())
+        self.write(|w| {
+            items.iter().map(|(u, a, o)| observe_in(w, settings, now, u, a, o)).collect()
+        })
     }
 }

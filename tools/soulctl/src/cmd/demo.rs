@@ -20,13 +20,17 @@ const CONVERSATION: &[(&str, &str)] = &[
     ("I work at Globex as a data analyst, mostly Python and Postgres.", "Sounds like fun work."),
     ("I prefer tea over coffee, especially green tea in the morning.", "Noted, green tea it is."),
     ("I'm learning Portuguese because we're moving next spring.", "Boa sorte! That's exciting."),
-    ("Ugh, the Postgres migration failed again and I'm really frustrated.", "Let's look at the error log together."),
+    (
+        "Ugh, the Postgres migration failed again and I'm really frustrated.",
+        "Let's look at the error log together.",
+    ),
     ("Update: I moved to Lisbon last month, I live in Lisbon now.", "Welcome to Lisbon!"),
     ("My favorite food is pastel de nata.", "A classic choice."),
     ("lol ok", "😊"),
 ];
 
-const QUERIES: &[&str] = &["where does Alice live", "database problems", "what does the user drink"];
+const QUERIES: &[&str] =
+    &["where does Alice live", "database problems", "what does the user drink"];
 
 /// Runs `demo`.
 pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
@@ -54,7 +58,8 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
             println!("         - superseded: {} ({})", s.content, s.cause);
         }
         if !r.entities.is_empty() {
-            let names: Vec<String> = r.entities.iter().map(|e| format!("{} ({})", e.name, e.entity_type)).collect();
+            let names: Vec<String> =
+                r.entities.iter().map(|e| format!("{} ({})", e.name, e.entity_type)).collect();
             println!("         entities: {}", names.join(", "));
         }
     }
@@ -62,7 +67,8 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     for f in mem.facts(false)? {
         println!("  - {}", f.content);
     }
-    let old: Vec<String> = mem.facts(true)?.into_iter().filter(|f| f.is_superseded()).map(|f| f.content).collect();
+    let old: Vec<String> =
+        mem.facts(true)?.into_iter().filter(|f| f.is_superseded()).map(|f| f.content).collect();
     if !old.is_empty() {
         println!("kept but superseded: {}", old.join("; "));
     }
@@ -86,6 +92,11 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let stats = mem.stats()?;
-    println!("\n{} memories in {} ({} index rows)", stats.memories, path.display(), stats.index_rows.values().sum::<u64>());
+    println!(
+        "\n{} memories in {} ({} index rows)",
+        stats.memories,
+        path.display(),
+        stats.index_rows.values().sum::<u64>()
+    );
     Ok(ExitCode::SUCCESS)
 }

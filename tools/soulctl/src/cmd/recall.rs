@@ -71,23 +71,54 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     for (i, (m, s)) in res.memories.iter().zip(&res.scores).enumerate() {
-        println!("{:>2}. {s:>7.3}  [{}:{}] {}", i + 1, m.layer, m.domain, m.content.replace('\n', " / "));
+        println!(
+            "{:>2}. {s:>7.3}  [{}:{}] {}",
+            i + 1,
+            m.layer,
+            m.domain,
+            m.content.replace('\n', " / ")
+        );
     }
     if args.explain {
-        println!("\nterms: {}", res.trace.terms.iter().map(|(t, idf)| format!("{t} (idf {idf:.2})")).collect::<Vec<_>>().join(", "));
+        println!(
+            "\nterms: {}",
+            res.trace
+                .terms
+                .iter()
+                .map(|(t, idf)| format!("{t} (idf {idf:.2})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         for (e, rel) in &res.trace.graph {
             println!("graph: {e} -> {}", rel.join(", "));
         }
         println!("postings read: {}", res.trace.postings_read);
         for c in &res.trace.candidates {
             match (&c.dropped_by, &c.score) {
-                (Some(why), Some(s)) => println!("  {} {:<12} total {:.3} not returned ({why})", c.id, c.source, s.total),
-                (Some(why), None) => println!("  {} {:<12} dropped by filter {why}", c.id, c.source),
+                (Some(why), Some(s)) => println!(
+                    "  {} {:<12} total {:.3} not returned ({why})",
+                    c.id, c.source, s.total
+                ),
+                (Some(why), None) => {
+                    println!("  {} {:<12} dropped by filter {why}", c.id, c.source)
+                }
                 (None, Some(s)) => println!(
                     "  {} {:<12} rank {} total {:.3} = base {:.3} + 2*spread {:.3} + 0.5*emotion {:.3} + sig {:.3} + sal {:.3} + pers {:.3} (bm25 {:.2})",
-                    c.id, c.source, c.rank.unwrap_or(0) + 1, s.total, s.base, s.spread, s.emotion, s.significance, s.salience, s.personality, c.bm25
+                    c.id,
+                    c.source,
+                    c.rank.unwrap_or(0) + 1,
+                    s.total,
+                    s.base,
+                    s.spread,
+                    s.emotion,
+                    s.significance,
+                    s.salience,
+                    s.personality,
+                    c.bm25
                 ),
-                (None, None) => println!("  {} {:<12} rank {}", c.id, c.source, c.rank.unwrap_or(0) + 1),
+                (None, None) => {
+                    println!("  {} {:<12} rank {}", c.id, c.source, c.rank.unwrap_or(0) + 1)
+                }
             }
         }
     }
