@@ -60,10 +60,11 @@ pub fn idf(n_docs: u64, df: u64) -> f64 {
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
 
-/// The BM25 contribution of one term.
+/// The BM25 contribution of one term. `tf` is in the index's half units (see
+/// `storage::keys::CONTENT_UNITS`); `doc_len` and `avgdl` in the same units.
 #[must_use]
 pub fn term_score(idf: f64, tf: u32, doc_len: u32, avgdl: f64) -> f64 {
-    let tf = f64::from(tf);
+    let tf = f64::from(tf) / f64::from(crate::storage::keys::CONTENT_UNITS);
     let norm = K1 * (1.0 - B + B * f64::from(doc_len) / avgdl.max(1e-9));
     idf * tf * (K1 + 1.0) / (tf + norm)
 }

@@ -16,14 +16,15 @@ use crate::error::Result;
 use crate::memory::Memory;
 use crate::model::{MemoryEntry, time};
 use crate::storage::{DocInfo, Reader};
-use crate::text::{is_stop_word, synonyms_of, tokenize_list};
+use crate::text::{index_terms, is_stop_word, stem, synonyms_of, tokenize_list};
 
 /// Query-side weight of a synonym expansion.
 pub const SYNONYM_WEIGHT: f64 = 0.4;
 /// Related entities followed per query.
 pub const MAX_GRAPH_TERMS: usize = 8;
 
-/// Query terms for the default profile: tokens minus stop-words, plus synonyms.
+/// Query terms for the default profile: tokens minus stop-words, stemmed, plus
+/// their synonyms at a lower weight.
 #[must_use]
 pub fn query_terms(query: &str) -> Vec<Term> {
     let mut seen = BTreeSet::new();
@@ -34,10 +35,10 @@ pub fn query_terms(query: &str) -> Vec<Term> {
         }
         if let Some(group) = synonyms_of(&t) {
             for s in group.iter().filter(|s| **s != t) {
-                out.push(Term { token: (*s).to_owned(), weight: SYNONYM_WEIGHT });
+                out.push(Term { token: stem(s), weight: SYNONYM_WEIGHT });
             }
         }
-        out.push(Term { token: t, weight: 1.0 });
+        out.push(Term { token: stem(&t), weight: 1.0 });
     }
     out
 }
@@ -66,10 +67,31 @@ pub fn emotional_boost(somatic: Option<(f64, f64)>) -> f64 {
     somatic.map_or(0.0, |(valence, arousal)| (arousal + valence.abs() * VALENCE_SHARE).min(1.0))
 }
 
+/// ACT-R retrieval threshold τ of the default profile: the activation of a memory
+/// met once about two days ago.
+pub const RETRIEVAL_THRESHOLD: f64 = -6.0;
+/// ACT-R activation noise `s` of the retrieval probability.
+pub const RETRIEVAL_NOISE: f64 = 1.0;
+/// Weight of the retrieval probability in the default profile's total.
+pub const W_RETRIEVAL: f64 = 0.5;
+
+/// ACT-R's retrieval probability `1 / (1 + e^(-(A - τ)/s))` of a base level `A`.
+#[must_use]
+pub fn retrieval_probability(base: f64) -> f64 {
+    1.0 / (1.0 + (-(base - RETRIEVAL_THRESHOLD) / RETRIEVAL_NOISE).exp())
+}
+
 /// Scores one candidate. `spread` is its normalised text relevance in 0..=1.
+///
+/// The default profile keeps the reference's terms and weights but lets the ACT-R
+/// base level in through the retrieval probability (0..=1, weighted
+/// [`W_RETRIEVAL`]): recency and frequency order memories of similar relevance but
+/// cannot override relevance. In the reference the raw base level is unbounded
+/// upwards (a memory returned a second ago scores about 8 above one from last
+/// month), which makes recall rank by the order questions were asked.
 #[must_use]
 pub fn activation(info: &DocInfo, spread: f64, now_us: i64) -> ScoreParts {
-    let base = base_level(info, now_us);
+    let base = W_RETRIEVAL * retrieval_probability(base_level(info, now_us)) / W_BASE;
     let emotion = emotional_boost(info.somatic);
     let significance = W_SIGNIFICANCE * info.significance;
     let salience = (info.salience - 0.5) * W_SALIENCE;
@@ -173,7 +195,7 @@ impl Memory {
         related.dedup();
         related.truncate(MAX_GRAPH_TERMS);
         for ent in &related {
-            let ent_terms: Vec<Term> = tokenize_list(ent, 3)
+            let ent_terms: Vec<Term> = index_terms(ent)
                 .into_iter()
                 .map(|token| Term { token, weight: 0.5 })
                 .collect();

@@ -107,7 +107,8 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
                 ));
             }
             exp.max_docno = exp.max_docno.max(Some(docno));
-            let keys = index_keys(&e, r.profile());
+            let context = r.context.get(docno)?.map(|v| v.value().to_owned());
+            let keys = index_keys(&e, r.profile(), context.as_deref());
             if exp.ids.insert(e.id.clone(), docno).is_some() {
                 report.problems.push(format!("id {} is stored twice", e.id));
             }

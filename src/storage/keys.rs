@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Profile;
 use crate::model::MemoryEntry;
-use crate::text::{tokenize_dedup, tokenize_list};
+use crate::text::{index_terms, tokenize_dedup};
 
 /// The layer whose active entries are "facts" (dedup, conflicts, contradictions).
 pub const FACT_LAYER: &str = "semantic";
@@ -13,9 +13,10 @@ pub const FACT_LAYER: &str = "semantic";
 /// Every index row a memory owns, besides its entry and [`super::DocInfo`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IndexKeys {
-    /// Index token → term frequency.
+    /// Index term → weighted frequency in half units: 2 per occurrence in the
+    /// content, 1 per occurrence in the conversation context ([`CONTENT_UNITS`]).
     pub tokens: BTreeMap<String, u32>,
-    /// Number of index tokens (document length).
+    /// Document length in the same half units.
     pub doc_len: u32,
     /// Dedup tokens (active facts only).
     pub fact_tokens: BTreeSet<String>,
@@ -33,13 +34,24 @@ pub fn is_active_fact(entry: &MemoryEntry) -> bool {
     entry.layer == FACT_LAYER && !entry.is_superseded()
 }
 
-/// Computes the index keys of `entry` under `profile`.
+/// Units of one content occurrence in [`IndexKeys::tokens`].
+pub const CONTENT_UNITS: u32 = 2;
+/// Units of one context occurrence (half the weight of the content).
+pub const CONTEXT_UNITS: u32 = 1;
+
+/// Computes the index keys of `entry` under `profile`. `context` is the
+/// conversation context stored with the memory (the preceding turns), indexed at
+/// half weight so a turn can be found by what it answers.
 #[must_use]
-pub fn index_keys(entry: &MemoryEntry, profile: Profile) -> IndexKeys {
+pub fn index_keys(entry: &MemoryEntry, profile: Profile, context: Option<&str>) -> IndexKeys {
     let mut keys = IndexKeys::default();
-    for t in tokenize_list(&entry.content, 3) {
-        *keys.tokens.entry(t).or_insert(0) += 1;
-        keys.doc_len += 1;
+    for t in index_terms(&entry.content) {
+        *keys.tokens.entry(t).or_insert(0) += CONTENT_UNITS;
+        keys.doc_len += CONTENT_UNITS;
+    }
+    for t in context.map(index_terms).unwrap_or_default() {
+        *keys.tokens.entry(t).or_insert(0) += CONTEXT_UNITS;
+        keys.doc_len += CONTEXT_UNITS;
     }
     if is_active_fact(entry) {
         keys.fact_tokens = tokenize_dedup(&entry.content);

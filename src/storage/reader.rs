@@ -33,6 +33,7 @@ pub struct Reader {
     pub(crate) users: ReadOnlyTable<(Str, u64), ()>,
     pub(crate) importance: ReadOnlyTable<(Str, u8, i64, u64), ()>,
     pub(crate) layer_order: ReadOnlyTable<(Str, u64), ()>,
+    pub(crate) context: ReadOnlyTable<u64, Str>,
     entry_tables: Mutex<HashMap<String, ReadOnlyTable<u64, Bytes>>>,
     stats: CorpusStats,
 }
@@ -60,6 +61,7 @@ impl Reader {
             users: txn.open_table(USERS)?,
             importance: txn.open_table(IMPORTANCE)?,
             layer_order: txn.open_table(LAYER_ORDER)?,
+            context: txn.open_table(CONTEXT)?,
             entry_tables: Mutex::new(HashMap::new()),
             stats,
             txn,

@@ -25,9 +25,14 @@ pub const IDS: TableDefinition<&str, u64> = TableDefinition::new("ids");
 /// filtering read, so recall never decodes whole entries.
 pub const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("docs");
 
-/// `(token, docno) → term frequency`: the inverted index over every entry's content
-/// (the reference tokenizer, minimum 3 letters).
+/// `(term, docno) → weighted term frequency`: the inverted index over every entry's
+/// content and context (reference tokens of 3+ letters, Snowball-stemmed; weights in
+/// half units, see `keys::CONTENT_UNITS`).
 pub const POSTINGS: TableDefinition<(&str, u64), u32> = TableDefinition::new("postings");
+
+/// `docno → context text`: the conversation context a memory was written in (the
+/// preceding turns), indexed with it at half weight.
+pub const CONTEXT: TableDefinition<u64, &str> = TableDefinition::new("context");
 
 /// `token → document frequency` in [`POSTINGS`].
 pub const TERMS: TableDefinition<&str, u64> = TableDefinition::new("terms");

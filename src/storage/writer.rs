@@ -34,6 +34,7 @@ pub struct Writer<'t> {
     pub(crate) users: Table<'t, (Str, u64), ()>,
     pub(crate) importance: Table<'t, (Str, u8, i64, u64), ()>,
     pub(crate) layer_order: Table<'t, (Str, u64), ()>,
+    pub(crate) context: Table<'t, u64, Str>,
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
     stats: CorpusStats,
 }
@@ -88,6 +89,7 @@ impl<'t> Writer<'t> {
             users: txn.open_table(USERS)?,
             importance: txn.open_table(IMPORTANCE)?,
             layer_order: txn.open_table(LAYER_ORDER)?,
+            context: txn.open_table(CONTEXT)?,
             entry_tables: HashMap::new(),
             stats,
         })
@@ -164,7 +166,18 @@ impl<'t> Writer<'t> {
     }
 
     /// Inserts a new entry (an empty id gets a fresh one). Returns its docno.
-    pub fn insert(&mut self, mut entry: MemoryEntry) -> Result<u64> {
+    pub fn insert(&mut self, entry: MemoryEntry) -> Result<u64> {
+        self.insert_with_context(entry, None)
+    }
+
+    /// The conversation context stored with `docno`.
+    pub fn context_of(&self, docno: u64) -> Result<Option<String>> {
+        Ok(self.context.get(docno)?.map(|v| v.value().to_owned()))
+    }
+
+    /// Inserts a new entry with the conversation context it was written in (indexed
+    /// at half weight). Returns its docno.
+    pub fn insert_with_context(&mut self, mut entry: MemoryEntry, context: Option<&str>) -> Result<u64> {
         entry.normalize();
         entry.validate().map_err(Error::InvalidMemory)?;
         schema::entry_table_name(&entry.layer, &entry.domain)?;
@@ -179,7 +192,11 @@ impl<'t> Writer<'t> {
         let docno = self.stats.next_docno;
         self.stats.next_docno += 1;
         self.ids.insert(entry.id.as_str(), docno)?;
-        let keys = index_keys(&entry, self.profile);
+        let context = context.filter(|c| !c.trim().is_empty());
+        if let Some(c) = context {
+            self.context.insert(docno, c)?;
+        }
+        let keys = index_keys(&entry, self.profile, context);
         self.add_rows(docno, &entry, &keys)?;
         let record = encode(&entry)?;
         self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;
@@ -199,8 +216,9 @@ impl<'t> Writer<'t> {
                 old.id, entry.id
             )));
         }
-        let old_keys = index_keys(&old, self.profile);
-        let new_keys = index_keys(&entry, self.profile);
+        let context = self.context_of(docno)?;
+        let old_keys = index_keys(&old, self.profile, context.as_deref());
+        let new_keys = index_keys(&entry, self.profile, context.as_deref());
         if old_keys == new_keys
             && old.layer == entry.layer
             && old.domain == entry.domain
@@ -226,8 +244,10 @@ impl<'t> Writer<'t> {
     /// Removes the entry at `docno` and every index row of it. Returns the entry.
     pub fn remove(&mut self, docno: u64) -> Result<Option<MemoryEntry>> {
         let Some(old) = self.get(docno)? else { return Ok(None) };
-        let keys = index_keys(&old, self.profile);
+        let context = self.context_of(docno)?;
+        let keys = index_keys(&old, self.profile, context.as_deref());
         self.remove_rows(docno, &old, &keys)?;
+        self.context.remove(docno)?;
         self.entry_table(&old.layer, &old.domain)?.remove(docno)?;
         self.ids.remove(old.id.as_str())?;
         Ok(Some(old))

@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::LazyLock;
 
 /// Version of the tokenizer's output; stored with the schema.
-pub const TOKENIZER_VERSION: u32 = 1;
+pub const TOKENIZER_VERSION: u32 = 2;
 
 /// The reference's synonym groups (programming and tech terms).
 const SYNONYM_GROUPS: &[&[&str]] = &[
@@ -125,4 +125,21 @@ mod tests {
         assert!(relevance_score("postgres", "my notes").abs() < 1e-9);
         assert!(relevance_score("a b", "anything").abs() < 1e-9);
     }
+}
+
+static STEMMER: LazyLock<rust_stemmers::Stemmer> =
+    LazyLock::new(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English));
+
+/// Index terms of `text`: the reference tokens (3+ letters) reduced to their English
+/// Snowball stem, in order with duplicates. The inverted index is keyed by these, so
+/// "painted", "painting" and "paints" meet at "paint".
+#[must_use]
+pub fn index_terms(text: &str) -> Vec<String> {
+    tokenize_list(text, 3).into_iter().map(|t| stem(&t)).collect()
+}
+
+/// The English Snowball stem of a lower-case token.
+#[must_use]
+pub fn stem(token: &str) -> String {
+    STEMMER.stem(token).into_owned()
 }

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::memory::Memory;
 use crate::model::{MemoryEntry, MemoryType, Timestamp, Visibility};
 use crate::storage::Writer;
-use crate::text::{relevance_score, synonyms_of, tokenize};
+use crate::text::{relevance_score, stem, synonyms_of, tokenize};
 use crate::{DEFAULT_DOMAIN, Profile};
 
 /// A memory to store directly, without the observe pipeline.
@@ -118,12 +118,14 @@ fn layer_is_builtin(layer: &str) -> bool {
 /// Docnos whose content shares a token (or a synonym of one) with `query`: exactly
 /// the memories with `relevance_score(query, content) > 0`.
 pub(crate) fn matching_docnos(w: &Writer<'_>, query: &str) -> Result<BTreeSet<u64>> {
+    // The index is keyed by stems: a stem's postings hold every exact match (and
+    // more, which the caller's exact relevance check removes).
     let mut terms: BTreeSet<String> = BTreeSet::new();
     for q in tokenize(query) {
         if let Some(group) = synonyms_of(&q) {
-            terms.extend(group.iter().map(|s| (*s).to_owned()));
+            terms.extend(group.iter().map(|s| stem(s)));
         }
-        terms.insert(q);
+        terms.insert(stem(&q));
     }
     let mut out = BTreeSet::new();
     for t in &terms {

@@ -265,6 +265,59 @@ fn recent_episodes(w: &mut Writer<'_>) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// Preceding turns indexed with an episode (default profile).
+pub const CONTEXT_TURNS: usize = 2;
+/// How far back a preceding turn still counts as the same conversation.
+pub const CONTEXT_WINDOW_SECS: i64 = 3600;
+
+fn context_key(user: Option<&str>, domain: &str) -> String {
+    format!("ctx\u{1f}{}", schema::fact_partition(user, domain))
+}
+
+/// The recent turns of this user's conversation in this domain, oldest first.
+fn recent_turns(w: &Writer<'_>, cx: &Ctx<'_>) -> Result<Vec<(i64, String)>> {
+    match w.meta_get(&context_key(cx.user_id.as_deref(), &cx.domain))? {
+        Some(b) => crate::storage::decode(&b, "conversation context"),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The conversation context of the exchange being observed: the preceding turns
+/// within [`CONTEXT_WINDOW_SECS`].
+fn conversation_context(turns: &[(i64, String)], now_us: i64) -> Option<String> {
+    let parts: Vec<&str> = turns
+        .iter()
+        .filter(|(t, _)| now_us - *t <= CONTEXT_WINDOW_SECS * 1_000_000 && *t <= now_us)
+        .map(|(_, text)| text.as_str())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n"))
+}
+
+fn remember_turn(
+    w: &mut Writer<'_>,
+    cx: &Ctx<'_>,
+    mut turns: Vec<(i64, String)>,
+    user: &str,
+    agent: &str,
+) -> Result<()> {
+    let mut text = format!("{user} {agent}");
+    text.truncate(text.trim_end().len());
+    // Keep the context bounded: a long message contributes its first 2 KB.
+    if text.len() > 2048 {
+        let mut cut = 2048;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    turns.push((time::to_micros(&cx.now), text));
+    if turns.len() > CONTEXT_TURNS {
+        let extra = turns.len() - CONTEXT_TURNS;
+        turns.drain(..extra);
+    }
+    w.meta_put(&context_key(cx.user_id.as_deref(), &cx.domain), &crate::storage::encode(&turns)?)
+}
+
 fn store_episode(
     w: &mut Writer<'_>,
     cx: &Ctx<'_>,
@@ -272,6 +325,7 @@ fn store_episode(
     agent: &str,
     somatic: &SomaticMarker,
     sig: &significance::Significance,
+    context: Option<&str>,
 ) -> Result<String> {
     let mut e = MemoryEntry::new(MemoryType::Episodic, significance::episodic_content(user, agent));
     e.importance = significance::episodic_importance(somatic);
@@ -284,7 +338,7 @@ fn store_episode(
     e.salience = significance::episodic_salience(&sig.score);
     e.user_id.clone_from(&cx.user_id);
     e.domain.clone_from(&cx.domain);
-    let docno = w.insert(e)?;
+    let docno = w.insert_with_context(e, context)?;
     Ok(w.docinfo(docno)?.map(|i| i.id).unwrap_or_default())
 }
 
@@ -312,10 +366,12 @@ pub(crate) fn observe_in(
     let sig = significance::assess(user, agent, &somatic, &settings.core_values, &recent_refs);
     let mut significant = sig.is_significant;
 
-    // 3. Episodic memory.
+    // 3. Episodic memory, indexed with the conversation it happened in (default).
+    let turns = if reference { Vec::new() } else { recent_turns(w, &cx)? };
+    let context = conversation_context(&turns, time::to_micros(&now));
     let mut episodic_id = None;
     if significant {
-        episodic_id = Some(store_episode(w, &cx, user, agent, &somatic, &sig)?);
+        episodic_id = Some(store_episode(w, &cx, user, agent, &somatic, &sig, context.as_deref())?);
     }
 
     // 4. Facts: extract, pre-filter, stamp.
@@ -476,7 +532,7 @@ pub(crate) fn observe_in(
     // 4b. Promotion.
     if !significant && !stored.is_empty() {
         significant = true;
-        episodic_id = Some(store_episode(w, &cx, user, agent, &somatic, &sig)?);
+        episodic_id = Some(store_episode(w, &cx, user, agent, &somatic, &sig, context.as_deref())?);
     }
 
     // 4c. Contradictions of the stored facts.
@@ -638,6 +694,9 @@ pub(crate) fn observe_in(
         }
     }
 
+    if !reference {
+        remember_turn(w, &cx, turns, user, agent)?;
+    }
     super::evict::enforce_caps(w, settings)?;
     let facts_out: Vec<MemoryEntry> = stored.into_iter().map(|(_, e)| e).collect();
     Ok(ObserveReport {
