@@ -195,10 +195,8 @@ impl Memory {
         related.dedup();
         related.truncate(MAX_GRAPH_TERMS);
         for ent in &related {
-            let ent_terms: Vec<Term> = index_terms(ent)
-                .into_iter()
-                .map(|token| Term { token, weight: 0.5 })
-                .collect();
+            let ent_terms: Vec<Term> =
+                index_terms(ent).into_iter().map(|token| Term { token, weight: 0.5 }).collect();
             let ent_stats = candidates::term_stats(&r, &ent_terms)?;
             let (found, read) = candidates::top_k(&r, &ent_stats, q.limit, &mut accept)?;
             trace.postings_read += read;

@@ -177,7 +177,11 @@ impl<'t> Writer<'t> {
 
     /// Inserts a new entry with the conversation context it was written in (indexed
     /// at half weight). Returns its docno.
-    pub fn insert_with_context(&mut self, mut entry: MemoryEntry, context: Option<&str>) -> Result<u64> {
+    pub fn insert_with_context(
+        &mut self,
+        mut entry: MemoryEntry,
+        context: Option<&str>,
+    ) -> Result<u64> {
         entry.normalize();
         entry.validate().map_err(Error::InvalidMemory)?;
         schema::entry_table_name(&entry.layer, &entry.domain)?;

@@ -8,6 +8,6 @@ mod tokenize;
 pub use stopwords::is_stop_word;
 
 pub use tokenize::{
-    TOKENIZER_VERSION, expand_synonyms, index_terms, stem, relevance_score, synonyms_of, tokenize, tokenize_dedup,
-    tokenize_list,
+    TOKENIZER_VERSION, expand_synonyms, index_terms, relevance_score, stem, synonyms_of, tokenize,
+    tokenize_dedup, tokenize_list,
 };
