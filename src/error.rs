@@ -24,6 +24,16 @@ pub enum Error {
         /// The newest version this build reads.
         supported: u32,
     },
+    /// The store's indexes were built by another tokenizer version.
+    #[error(
+        "store indexes were built with tokenizer version {found}, this soulmem uses {expected}; run `soulctl reindex`"
+    )]
+    NeedsReindex {
+        /// The version in the file.
+        found: u32,
+        /// This build's version.
+        expected: u32,
+    },
     /// The store's contents are not what soulmem wrote.
     #[error("store is corrupted: {0}")]
     Corrupted(String),

@@ -126,14 +126,15 @@ impl Store {
                 Ok(t) => {
                     let schema = t.get(meta_keys::SCHEMA)?.map(|v| v.value().to_vec());
                     let prof = t.get(meta_keys::PROFILE)?.map(|v| v.value().to_vec());
-                    Some((schema, prof))
+                    let tok = t.get(meta_keys::TOKENIZER)?.map(|v| v.value().to_vec());
+                    Some((schema, prof, tok))
                 }
                 Err(redb::TableError::TableDoesNotExist(_)) => None,
                 Err(e) => return Err(e.into()),
             }
         };
         let profile = match existing {
-            Some((Some(schema), prof)) => {
+            Some((Some(schema), prof, tok)) => {
                 let found = u32::from_le_bytes(
                     schema
                         .as_slice()
@@ -148,12 +149,22 @@ impl Store {
                         "schema version {found} is older than {SCHEMA_VERSION} and has no upgrade path"
                     )));
                 }
+                let tok = tok
+                    .and_then(|b| <[u8; 4]>::try_from(b.as_slice()).ok())
+                    .map(u32::from_le_bytes)
+                    .unwrap_or(0);
+                if tok != crate::text::TOKENIZER_VERSION {
+                    return Err(Error::NeedsReindex {
+                        found: tok,
+                        expected: crate::text::TOKENIZER_VERSION,
+                    });
+                }
                 let name = prof.unwrap_or_default();
                 Profile::parse(std::str::from_utf8(&name).unwrap_or("")).ok_or_else(|| {
                     Error::Corrupted("the store's profile is missing or unknown".into())
                 })?
             }
-            Some((None, _)) => {
+            Some((None, _, _)) => {
                 return Err(Error::Corrupted("meta table has no schema version".into()));
             }
             None => {
