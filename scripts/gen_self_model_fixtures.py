@@ -3,7 +3,8 @@
 
 Replays reference scenarios with ../shared/reference/ref_replay.py's harness (frozen
 clock, seeded ids, PYTHONHASHSEED=0) and records the MemoryManager's self-model
-(`to_dict()`) after every observe, for tests/self_model_parity.rs.
+(`to_dict()`) after every observe, for tests/self_model_parity.rs. Each fixture also
+holds the scenario's lines, so the test needs nothing outside the repository.
 
 Usage (from the project root):
     /work/refenv/bin/python scripts/gen_self_model_fixtures.py \
@@ -62,7 +63,12 @@ def run(ref, scenario: Path, every: bool) -> dict:
                 snaps.append({"line": i, "self_model": snapshot(rep.mgr)})
     finally:
         freezer.stop()
-    return {"scenario": scenario.name, "snapshots": snaps, "final": snapshot(rep.mgr)}
+    return {
+        "scenario": scenario.name,
+        "lines": lines,
+        "snapshots": snaps,
+        "final": snapshot(rep.mgr),
+    }
 
 
 def main() -> int:

@@ -189,7 +189,7 @@ fn new_keywords(kw: &Keywords, known: &[String], profile: Profile) -> Vec<String
         _ => kw.order.iter().filter(|t| !known_set.contains(t.as_str())).cloned().collect(),
     };
     // Stable sort: equal lengths keep the order above (alphabetical by default).
-    fresh.sort_by(|a, b| b.len().cmp(&a.len()));
+    fresh.sort_by_key(|w| std::cmp::Reverse(w.len()));
     fresh.truncate(MAX_EXPAND);
     fresh
 }
@@ -409,7 +409,7 @@ mod tests {
         update(&mut r, "", "", &["User works at Datadog"], None, Profile::Reference);
         assert_eq!(r.relationship_notes["user"], "Works at: adog");
         update(&mut r, "", "", &["User's name is Kristine"], None, Profile::Reference);
-        assert_eq!(r.relationship_notes["user"], "Name: ne");
+        assert_eq!(r.relationship_notes["user"], "Name: tine");
 
         let mut d = SelfModel::default();
         update(&mut d, "", "", &["User works at Datadog"], Some("kris"), Profile::Default);
