@@ -522,6 +522,13 @@ pub(crate) fn clause_capture(raw: &str, max_chars: usize, min_chars: usize) -> O
         kept.push(word);
         len += word.chars().count();
     }
+    // "at all" is emphasis, not part of the object ("cilantro at all").
+    if kept.len() > 2
+        && kept.last().is_some_and(|w| normalize_word(w) == "all")
+        && normalize_word(kept[kept.len() - 2]) == "at"
+    {
+        kept.truncate(kept.len() - 2);
+    }
     while let Some(last) = kept.last() {
         if kept.len() > 1 && TRAILING_FILLER.contains(&normalize_word(last).as_str()) {
             kept.pop();
@@ -655,6 +662,21 @@ fn default_groups(pattern: &DefaultPattern, caps: &Captures<'_>) -> Option<Vec<S
     Some(groups)
 }
 
+/// `true` when the text before a "use X for Y" match ends with the subject "I"
+/// ("I", "I also", "I still"): the user describes what they use, which the uses
+/// template already records.
+fn is_first_person_use(before: &str) -> bool {
+    let mut words = before.split_whitespace().rev().map(normalize_word);
+    let Some(mut last) = words.next() else { return false };
+    if matches!(last.as_str(), "also" | "still" | "mostly" | "usually" | "often" | "now") {
+        match words.next() {
+            Some(w) => last = w,
+            None => return false,
+        }
+    }
+    last == "i"
+}
+
 fn extract_default(user: &str, agent: &str) -> Vec<FactCandidate> {
     let user = user.trim_end_matches([' ', '.']);
     let agent = agent.trim_end_matches([' ', '.']);
@@ -667,6 +689,13 @@ fn extract_default(user: &str, agent: &str) -> Vec<FactCandidate> {
         let texts: &[&str] = if pattern.template.is_user_fact() { &[user] } else { &[user, agent] };
         for text in texts {
             for caps in pattern.regex.captures_iter(text) {
+                if pattern.template == FactTemplate::Recommendation
+                    && caps.get(0).is_some_and(|m| is_first_person_use(&text[..m.start()]))
+                {
+                    // Q2 (same accident, another template): "I use X for Y" is the
+                    // uses template, not advice to use X.
+                    continue;
+                }
                 let Some(mut groups) = default_groups(pattern, &caps) else { continue };
                 if pattern.template == FactTemplate::Is {
                     // Q2: "I'm building X", "I'm from X", … are left to their templates.

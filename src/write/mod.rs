@@ -9,5 +9,6 @@ pub mod facts;
 pub mod keys;
 pub mod lifecycle;
 pub mod observe;
+pub mod self_model;
 pub mod sentiment;
 pub mod significance;

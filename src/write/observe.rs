@@ -6,7 +6,8 @@
 //! 4. heuristic facts: pre-filter, prefix conflicts, dedup (SKIP / MERGE / CREATE),
 //!    promotion to episodic when facts were stored;
 //! 5. contradictions of the stored facts, then of the raw user text;
-//! 6. entities into the knowledge graph (skipped for insignificant exchanges);
+//! 6. entities into the knowledge graph and the self-model update (both skipped
+//!    for insignificant exchanges);
 //! 7. `user_id` and `domain` stamped on everything written.
 //!
 //! Every lookup against existing facts in the default profile is an index query
@@ -20,7 +21,9 @@ use std::collections::{BTreeSet, HashSet};
 
 use redb::ReadableTable;
 
-use super::{contradiction, dedup, entities, facts, keys, lifecycle, sentiment, significance};
+use super::{
+    contradiction, dedup, entities, facts, keys, lifecycle, self_model, sentiment, significance,
+};
 use crate::error::Result;
 use crate::memory::{Memory, Settings};
 use crate::model::{MemoryEntry, MemoryType, SignificanceScore, SomaticMarker, Timestamp, time};
@@ -692,6 +695,12 @@ pub(crate) fn observe_in(
                 })?;
             }
         }
+    }
+
+    // 6. Self-model, under the same condition as the entities.
+    if !skip_deep {
+        let contents: Vec<&str> = stored.iter().map(|(_, f)| f.content.as_str()).collect();
+        self_model::update_stored(w, user, agent, &contents, cx.user_id.as_deref())?;
     }
 
     if !reference {
