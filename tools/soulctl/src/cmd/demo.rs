@@ -29,8 +29,7 @@ const CONVERSATION: &[(&str, &str)] = &[
     ("lol ok", "😊"),
 ];
 
-const QUERIES: &[&str] =
-    &["where does Alice live", "database problems", "what does the user drink"];
+const QUERIES: &[&str] = &["where do I live", "database errors", "tea or coffee"];
 
 /// Runs `demo`.
 pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
