@@ -9,7 +9,6 @@
 //! Folders follow the data: `model/` (types), `text/` (tokenizer), `storage/` (redb
 //! schema and indexes), `write/` (observe), `read/` (recall), `formats/` (`.soul`).
 #![deny(missing_docs)]
-#![allow(dead_code)]
 #![deny(clippy::unwrap_used)]
 
 mod clock;

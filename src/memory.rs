@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::Profile;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::model::{CoreMemory, MemoryEntry, MemoryType, Timestamp};
 use crate::storage::{Reader, Store, Writer, meta_keys, schema};
-use crate::{DEFAULT_DOMAIN, Profile};
 
 /// Engine settings. Defaults follow soul-protocol's `MemorySettings` where they
 /// exist.
@@ -477,12 +477,6 @@ impl LayerView<'_> {
     pub fn domains(&self) -> Result<BTreeMap<String, u64>> {
         self.mem.domains(&self.name)
     }
-}
-
-/// The domain used when none is given.
-#[must_use]
-pub fn default_domain() -> &'static str {
-    DEFAULT_DOMAIN
 }
 
 impl Memory {

@@ -38,38 +38,6 @@ pub fn entry(
     }
 }
 
-/// Docnos under a `(key, docno)` table for `key`, ascending.
-pub fn postings_of(table: &impl ReadableTable<(Str, u64), ()>, key: &str) -> Result<Vec<u64>> {
-    let mut out = Vec::new();
-    for row in table.range((key, 0u64)..=(key, u64::MAX))? {
-        let (k, _) = row?;
-        out.push(k.value().1);
-    }
-    Ok(out)
-}
-
-/// `(docno, tf)` postings of an index token, ascending by docno.
-pub fn token_postings(
-    table: &impl ReadableTable<(Str, u64), u32>,
-    token: &str,
-) -> Result<Vec<(u64, u32)>> {
-    let mut out = Vec::new();
-    for row in table.range((token, 0u64)..=(token, u64::MAX))? {
-        let (k, v) = row?;
-        out.push((k.value().1, v.value()));
-    }
-    Ok(out)
-}
-
-/// Term frequency of `token` in `docno` (0 when absent).
-pub fn term_freq(
-    table: &impl ReadableTable<(Str, u64), u32>,
-    token: &str,
-    docno: u64,
-) -> Result<u32> {
-    Ok(table.get((token, docno))?.map_or(0, |v| v.value()))
-}
-
 /// A counter (document frequency) for `key`.
 pub fn counter(table: &impl ReadableTable<Str, u64>, key: &str) -> Result<u64> {
     Ok(table.get(key)?.map_or(0, |v| v.value()))
@@ -104,22 +72,6 @@ pub fn keyed_facts(
                 }
                 out.push(docno);
             }
-        }
-    }
-    Ok(out)
-}
-
-/// Docnos of a layer, newest first, at most `limit`.
-pub fn layer_newest(
-    table: &impl ReadableTable<(Str, u64), ()>,
-    layer: &str,
-    limit: usize,
-) -> Result<Vec<u64>> {
-    let mut out = Vec::new();
-    for row in table.range((layer, 0u64)..=(layer, u64::MAX))?.rev() {
-        out.push(row?.0.value().1);
-        if out.len() >= limit {
-            break;
         }
     }
     Ok(out)

@@ -104,6 +104,23 @@ pub fn relevance_score(query: &str, content: &str) -> f64 {
     hits as f64 / q.len() as f64
 }
 
+static STEMMER: LazyLock<rust_stemmers::Stemmer> =
+    LazyLock::new(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English));
+
+/// Index terms of `text`: the reference tokens (3+ letters) reduced to their English
+/// Snowball stem, in order with duplicates. The inverted index is keyed by these, so
+/// "painted", "painting" and "paints" meet at "paint".
+#[must_use]
+pub fn index_terms(text: &str) -> Vec<String> {
+    tokenize_list(text, 3).into_iter().map(|t| stem(&t)).collect()
+}
+
+/// The English Snowball stem of a lower-case token.
+#[must_use]
+pub fn stem(token: &str) -> String {
+    STEMMER.stem(token).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,21 +142,4 @@ mod tests {
         assert!(relevance_score("postgres", "my notes").abs() < 1e-9);
         assert!(relevance_score("a b", "anything").abs() < 1e-9);
     }
-}
-
-static STEMMER: LazyLock<rust_stemmers::Stemmer> =
-    LazyLock::new(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English));
-
-/// Index terms of `text`: the reference tokens (3+ letters) reduced to their English
-/// Snowball stem, in order with duplicates. The inverted index is keyed by these, so
-/// "painted", "painting" and "paints" meet at "paint".
-#[must_use]
-pub fn index_terms(text: &str) -> Vec<String> {
-    tokenize_list(text, 3).into_iter().map(|t| stem(&t)).collect()
-}
-
-/// The English Snowball stem of a lower-case token.
-#[must_use]
-pub fn stem(token: &str) -> String {
-    STEMMER.stem(token).into_owned()
 }

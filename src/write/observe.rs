@@ -236,9 +236,7 @@ fn supersede(
     Ok(Some(old))
 }
 
-struct Ctx<'a> {
-    profile: Profile,
-    settings: &'a Settings,
+struct Ctx {
     now: Timestamp,
     user_id: Option<String>,
     domain: String,
@@ -278,7 +276,7 @@ fn context_key(user: Option<&str>, domain: &str) -> String {
 }
 
 /// The recent turns of this user's conversation in this domain, oldest first.
-fn recent_turns(w: &Writer<'_>, cx: &Ctx<'_>) -> Result<Vec<(i64, String)>> {
+fn recent_turns(w: &Writer<'_>, cx: &Ctx) -> Result<Vec<(i64, String)>> {
     match w.meta_get(&context_key(cx.user_id.as_deref(), &cx.domain))? {
         Some(b) => crate::storage::decode(&b, "conversation context"),
         None => Ok(Vec::new()),
@@ -298,7 +296,7 @@ fn conversation_context(turns: &[(i64, String)], now_us: i64) -> Option<String> 
 
 fn remember_turn(
     w: &mut Writer<'_>,
-    cx: &Ctx<'_>,
+    cx: &Ctx,
     mut turns: Vec<(i64, String)>,
     user: &str,
     agent: &str,
@@ -323,7 +321,7 @@ fn remember_turn(
 
 fn store_episode(
     w: &mut Writer<'_>,
-    cx: &Ctx<'_>,
+    cx: &Ctx,
     user: &str,
     agent: &str,
     somatic: &SomaticMarker,
@@ -358,8 +356,7 @@ pub(crate) fn observe_in(
     lifecycle::check_text(agent)?;
     let profile = w.profile();
     let reference = profile.is_reference();
-    let cx =
-        Ctx { profile, settings, now, user_id: opts.user_id.clone(), domain: opts.domain.clone() };
+    let cx = Ctx { now, user_id: opts.user_id.clone(), domain: opts.domain.clone() };
     schema::validate_name("domain", &cx.domain)?;
 
     // 1-2. Sentiment and significance.
