@@ -59,7 +59,11 @@ pub fn observe_text(data: &[u8]) {
         let mem = &cell.1[usize::from(first & 1)];
         let opts = ObserveOptions {
             user_id: (first & 2 != 0).then(|| user.chars().take(8).collect()),
-            domain: if first & 4 != 0 { agent.chars().take(12).collect() } else { "default".into() },
+            domain: if first & 4 != 0 {
+                agent.chars().take(12).collect()
+            } else {
+                "default".into()
+            },
         };
         let _ = mem.observe_pair(user, agent, &opts);
         let mut q = RecallQuery::new(user);

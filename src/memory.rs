@@ -124,8 +124,12 @@ impl MemoryBuilder {
     /// read and written; [`Error::SchemaTooNew`] for one from a newer soulmem,
     /// [`Error::Corrupted`] for a damaged one.
     pub fn open(self, path: impl AsRef<Path>) -> Result<Memory> {
-        let store =
-            Store::open_checked(path.as_ref(), self.profile, self.cache_bytes, self.check_integrity)?;
+        let store = Store::open_checked(
+            path.as_ref(),
+            self.profile,
+            self.cache_bytes,
+            self.check_integrity,
+        )?;
         Ok(self.finish(store))
     }
 

@@ -227,7 +227,8 @@ fn mutate(seed: &[u8], rng: &mut Rng) -> Vec<u8> {
         match rng.below(6) {
             0 if !v.is_empty() => v[at] ^= 1 << rng.below(8),
             1 if !v.is_empty() => {
-                v[at] = [0u8, 0xff, b'"', b'{', b'\\', b'[', 0x7f, 0xc3][usize::try_from(rng.below(8)).unwrap_or(0)];
+                v[at] = [0u8, 0xff, b'"', b'{', b'\\', b'[', 0x7f, 0xc3]
+                    [usize::try_from(rng.below(8)).unwrap_or(0)];
             }
             2 if !v.is_empty() => {
                 let n = usize::try_from(rng.below(16)).unwrap_or(0).min(v.len() - at);
@@ -306,7 +307,8 @@ fn fuzz_smoke_observe_text() {
         .map(|b| {
             let mut v = vec![b];
             v.extend_from_slice(
-                "I live in Paris and I work at Acme. I prefer tea.\0Noted, you like tea!".as_bytes(),
+                "I live in Paris and I work at Acme. I prefer tea.\0Noted, you like tea!"
+                    .as_bytes(),
             );
             v
         })

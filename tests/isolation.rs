@@ -72,7 +72,8 @@ fn build(profile: Profile, n: u64, seed: u64) -> (Memory, HashMap<String, Memory
     let mut all = HashMap::new();
     let mut k = 0;
     while k < n {
-        let chunk: Vec<MemoryEntry> = (k..(k + 500).min(n)).map(|i| random_entry(&mut rng, i)).collect();
+        let chunk: Vec<MemoryEntry> =
+            (k..(k + 500).min(n)).map(|i| random_entry(&mut rng, i)).collect();
         let ids = mem.add_batch(chunk.clone()).expect("add_batch");
         for (id, mut e) in ids.into_iter().zip(chunk) {
             e.id.clone_from(&id);
@@ -103,7 +104,8 @@ fn random_query(rng: &mut Rng, reference: bool) -> RecallQuery {
     }
     if rng.below(3) != 0 {
         q.requester_id = Some("stranger".into());
-        q.bond_strength = [0.0, 29.99, 30.0, 55.0, 100.0][usize::try_from(rng.below(5)).unwrap_or(0)];
+        q.bond_strength =
+            [0.0, 29.99, 30.0, 55.0, 100.0][usize::try_from(rng.below(5)).unwrap_or(0)];
     }
     q.min_importance = i32::try_from(rng.below(8)).unwrap_or(0);
     if !reference {
@@ -121,7 +123,12 @@ fn contains(outer: &str, inner: &str) -> bool {
         return true;
     }
     match outer.strip_suffix(":*") {
-        Some(p) => inner == p || (inner.len() > p.len() && inner.starts_with(p) && inner[p.len()..].starts_with(':')),
+        Some(p) => {
+            inner == p
+                || (inner.len() > p.len()
+                    && inner.starts_with(p)
+                    && inner[p.len()..].starts_with(':'))
+        }
         None => false,
     }
 }
@@ -152,8 +159,11 @@ fn leak(q: &RecallQuery, e: &MemoryEntry, reference: bool) -> Option<&'static st
     if !layer_path && i32::from(e.importance) < q.min_importance {
         return Some("min_importance");
     }
-    let superseded =
-        if reference { e.superseded_by.is_some() } else { e.superseded || e.superseded_by.is_some() };
+    let superseded = if reference {
+        e.superseded_by.is_some()
+    } else {
+        e.superseded || e.superseded_by.is_some()
+    };
     if superseded && !q.include_superseded {
         return Some("superseded");
     }
@@ -195,7 +205,10 @@ fn run(profile: Profile, n: u64, queries: u64, seed: u64) {
                 );
             }
             // The stored fields the filters read were not changed by the recall.
-            assert_eq!((&m.user_id, &m.domain, &m.layer, m.visibility), (&orig.user_id, &orig.domain, &orig.layer, orig.visibility));
+            assert_eq!(
+                (&m.user_id, &m.domain, &m.layer, m.visibility),
+                (&orig.user_id, &orig.domain, &orig.layer, orig.visibility)
+            );
         }
         if q.scopes.is_some() {
             *hits.entry("scoped queries").or_default() += 1;
@@ -237,7 +250,11 @@ fn filters_hold_on_a_small_adversarial_store() {
                     let r = mem.recall(&q).expect("recall");
                     for m in &r.memories {
                         let orig = &all[&m.id];
-                        assert_eq!(leak(&q, orig, profile.is_reference()), None, "{profile:?} {q:?} {orig:?}");
+                        assert_eq!(
+                            leak(&q, orig, profile.is_reference()),
+                            None,
+                            "{profile:?} {q:?} {orig:?}"
+                        );
                     }
                 }
             }

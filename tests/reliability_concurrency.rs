@@ -12,6 +12,8 @@ use soulmem::{Error, Memory, MemoryEntry, MemoryType, Profile, RecallQuery, Sett
 
 const K: u64 = 7;
 const RUN: Duration = Duration::from_millis(2_500);
+const MIN_ROUNDS: u64 = 5;
+const HARD_STOP: Duration = Duration::from_secs(20);
 
 fn run(profile: Profile) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -30,11 +32,14 @@ fn run(profile: Profile) {
     let batches = Arc::new(AtomicU64::new(0));
 
     let writer = {
-        let (mem, stop, acked, batches) = (mem.clone(), stop.clone(), acked.clone(), batches.clone());
+        let (mem, stop, acked, batches) =
+            (mem.clone(), stop.clone(), acked.clone(), batches.clone());
         std::thread::spawn(move || {
-            let deadline = Instant::now() + RUN;
+            // At least MIN_ROUNDS writes even when readers crowd the write lock (the
+            // reference profile's recall is itself a write), within a hard bound.
+            let start = Instant::now();
             let mut n = 0u64;
-            while Instant::now() < deadline {
+            while (start.elapsed() < RUN || n < MIN_ROUNDS) && start.elapsed() < HARD_STOP {
                 let opts = ObserveOptions {
                     user_id: Some(format!("u{}", n % 3)),
                     domain: if n % 2 == 0 { "default".into() } else { "work".into() },
@@ -50,8 +55,10 @@ fn run(profile: Profile) {
                 ids.extend(r.episodic_id);
                 let entries = (0..K)
                     .map(|i| {
-                        let mut e =
-                            MemoryEntry::new(MemoryType::Episodic, format!("batch {n} item {i} Rust"));
+                        let mut e = MemoryEntry::new(
+                            MemoryType::Episodic,
+                            format!("batch {n} item {i} Rust"),
+                        );
                         e.domain = "batches".into();
                         e.visibility = Visibility::Public;
                         e
@@ -67,7 +74,8 @@ fn run(profile: Profile) {
         })
     };
 
-    let nreaders: usize = std::env::var("SOULMEM_READERS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let nreaders: usize =
+        std::env::var("SOULMEM_READERS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
     let readers: Vec<_> = (0..nreaders)
         .map(|r| {
             let (mem, stop, acked) = (mem.clone(), stop.clone(), acked.clone());
@@ -79,10 +87,16 @@ fn run(profile: Profile) {
                     let known: Vec<String> = acked.lock().clone();
                     let snap = mem.snapshot().expect("snapshot");
                     let c1 = snap.count().expect("count");
-                    assert!(c1 >= last_count, "reader {r}: count went back from {last_count} to {c1}");
+                    assert!(
+                        c1 >= last_count,
+                        "reader {r}: count went back from {last_count} to {c1}"
+                    );
                     assert!(c1 >= known.len() as u64, "reader {r}: snapshot misses acked memories");
                     for id in known.iter().rev().take(5) {
-                        assert!(snap.get(id).expect("get").is_some(), "reader {r}: acked {id} missing");
+                        assert!(
+                            snap.get(id).expect("get").is_some(),
+                            "reader {r}: acked {id} missing"
+                        );
                     }
                     // A recall's results exist; their layer/domain pass its filters.
                     let mut q = RecallQuery::new("Rust Town company");
@@ -92,7 +106,10 @@ fn run(profile: Profile) {
                     q.user_id = Some(format!("u{}", rounds % 3));
                     let res = mem.recall(&q).expect("recall");
                     for m in &res.memories {
-                        assert!(mem.get(&m.id).expect("get").is_some(), "reader {r}: recalled a ghost");
+                        assert!(
+                            mem.get(&m.id).expect("get").is_some(),
+                            "reader {r}: recalled a ghost"
+                        );
                         if let Some(d) = &q.domain {
                             assert_eq!(&m.domain, d);
                         }
@@ -115,7 +132,8 @@ fn run(profile: Profile) {
         .collect();
 
     let written = writer.join().expect("writer panicked");
-    let rounds: Vec<u64> = readers.into_iter().map(|h| h.join().expect("reader panicked")).collect();
+    let rounds: Vec<u64> =
+        readers.into_iter().map(|h| h.join().expect("reader panicked")).collect();
     assert!(written > 0, "the writer made no progress");
     assert!(rounds.iter().all(|r| *r > 0), "a reader made no progress: {rounds:?}");
     let _ = &rounds;

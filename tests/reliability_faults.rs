@@ -44,8 +44,8 @@ fn no_panic<T>(what: &str, f: impl FnOnce() -> T) -> T {
 /// every acknowledged batch whole, no partial batch.
 fn verify(bytes: Vec<u8>, profile: Profile, acked: &BTreeSet<u64>, label: &str) {
     let disk = SharedDisk::from_bytes(bytes);
-    let (mem, _) =
-        no_panic("reopen", || open(&disk, profile)).unwrap_or_else(|e| panic!("{label}: reopen: {e}"));
+    let (mem, _) = no_panic("reopen", || open(&disk, profile))
+        .unwrap_or_else(|e| panic!("{label}: reopen: {e}"));
     let mut per: BTreeMap<u64, u64> = BTreeMap::new();
     for e in mem.layer("semantic").expect("layer").entries(Some("faults")).expect("entries") {
         let b: u64 = e
@@ -65,7 +65,8 @@ fn verify(bytes: Vec<u8>, profile: Profile, acked: &BTreeSet<u64>, label: &str) 
     let report = mem.check(|_| {}).expect("check");
     assert!(report.is_ok(), "{label}: {:?}", report.problems);
     // Still writable.
-    mem.add_batch(batch(1_000_000, 0)).unwrap_or_else(|e| panic!("{label}: write after reopen: {e}"));
+    mem.add_batch(batch(1_000_000, 0))
+        .unwrap_or_else(|e| panic!("{label}: write after reopen: {e}"));
 }
 
 fn assert_storage_error(e: &Error, label: &str) {
@@ -76,7 +77,12 @@ fn assert_storage_error(e: &Error, label: &str) {
 }
 
 /// Writes until the armed fault fires; returns the acknowledged batches and the error.
-fn write_until_failure(mem: &Memory, first: u64, pad: usize, label: &str) -> (BTreeSet<u64>, Error) {
+fn write_until_failure(
+    mem: &Memory,
+    first: u64,
+    pad: usize,
+    label: &str,
+) -> (BTreeSet<u64>, Error) {
     let mut acked = BTreeSet::new();
     let opts = ObserveOptions { user_id: Some("u1".into()), domain: "default".into() };
     for b in first..first + 400 {
@@ -107,7 +113,8 @@ fn poke(mem: &Memory) {
 
 #[test]
 fn dying_disk_gives_errors_and_reopens_consistent() {
-    let kinds = [ErrorKind::Other, ErrorKind::StorageFull, ErrorKind::BrokenPipe, ErrorKind::TimedOut];
+    let kinds =
+        [ErrorKind::Other, ErrorKind::StorageFull, ErrorKind::BrokenPipe, ErrorKind::TimedOut];
     for trial in 0..16u64 {
         let profile = if trial % 4 == 3 { Profile::Reference } else { Profile::Default };
         let mut rng = Rng::new(trial + 11);
@@ -259,7 +266,9 @@ fn bytes_flipped_at_rest_are_reported_not_panicked_with_integrity_check() {
             Err(_) => panic!("a flipped byte made soulmem/redb panic despite the integrity check"),
         }
     }
-    eprintln!("flipped at rest: {ok} opened consistent (bit in free space or repaired), {err} reported");
+    eprintln!(
+        "flipped at rest: {ok} opened consistent (bit in free space or repaired), {err} reported"
+    );
 }
 
 #[test]
@@ -280,7 +289,9 @@ fn bytes_flipped_on_write_are_reported_not_panicked_with_integrity_check() {
         match probe(disk.bytes(), true) {
             Ok(true) => outcomes.0 += 1,
             Ok(false) => outcomes.1 += 1,
-            Err(_) => panic!("seed {seed}: corrupted writes made reopen panic despite the integrity check"),
+            Err(_) => panic!(
+                "seed {seed}: corrupted writes made reopen panic despite the integrity check"
+            ),
         }
     }
     eprintln!("flipped on write: {} opened consistent, {} reported", outcomes.0, outcomes.1);

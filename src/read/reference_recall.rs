@@ -472,7 +472,8 @@ fn engine_recall(
 pub fn recall(opts: &RecallOptions, state: &mut RefState, now: Timestamp) -> RecallOutcome {
     let mut outcome = RecallOutcome::default();
     let any_filter = opts.user_id.is_some() || opts.layer.is_some() || opts.domain.is_some();
-    let fetch_limit = if any_filter { opts.limit * FILTER_FETCH_FACTOR } else { opts.limit };
+    let fetch_limit =
+        if any_filter { opts.limit.saturating_mul(FILTER_FETCH_FACTOR) } else { opts.limit };
 
     let builtin = |l: &str| matches!(l, "episodic" | "semantic" | "procedural");
     let hits: Vec<(Loc, Option<ActivationBreakdown>)> = match opts.layer.as_deref() {

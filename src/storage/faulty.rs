@@ -246,7 +246,10 @@ impl FaultyBackend {
         let mut st = self.control.state.lock();
         if st.failing {
             st.injected += 1;
-            return Err(Self::error(st.faults.error_kind.unwrap_or(io::ErrorKind::Other), "dead disk"));
+            return Err(Self::error(
+                st.faults.error_kind.unwrap_or(io::ErrorKind::Other),
+                "dead disk",
+            ));
         }
         if st.faults.read_only {
             st.injected += 1;

@@ -6,8 +6,8 @@
 
 pub mod check;
 mod codec;
-pub mod faulty;
 mod docinfo;
+pub mod faulty;
 pub mod graph;
 pub mod keys;
 mod query;
