@@ -61,6 +61,7 @@ pub struct MemoryBuilder {
     settings: Option<Settings>,
     clock: Arc<dyn Clock>,
     cache_bytes: Option<usize>,
+    check_integrity: bool,
 }
 
 impl Default for MemoryBuilder {
@@ -70,6 +71,7 @@ impl Default for MemoryBuilder {
             settings: None,
             clock: Arc::new(SystemClock),
             cache_bytes: None,
+            check_integrity: false,
         }
     }
 }
@@ -104,13 +106,46 @@ impl MemoryBuilder {
         self
     }
 
+    /// Verify every page checksum when opening (default: false). redb recovers from
+    /// crashes and power loss on its own; this check is for files that may have been
+    /// damaged outside redb (disk errors, stray writes): with it, such damage is
+    /// reported as [`Error::Open`] instead of possibly panicking on a later read.
+    /// It reads the whole file, so it is slow on large stores.
+    #[must_use]
+    pub fn check_integrity_on_open(mut self, check: bool) -> Self {
+        self.check_integrity = check;
+        self
+    }
+
     /// Opens or creates the store file at `path`.
     ///
     /// # Errors
-    /// [`Error::Open`] for a file that is not a store, [`Error::SchemaTooNew`] for one
-    /// from a newer soulmem, [`Error::Corrupted`] for a damaged one.
+    /// [`Error::Open`] for a file that is not a store, is already open, or cannot be
+    /// read and written; [`Error::SchemaTooNew`] for one from a newer soulmem,
+    /// [`Error::Corrupted`] for a damaged one.
     pub fn open(self, path: impl AsRef<Path>) -> Result<Memory> {
-        let store = Store::open(path.as_ref(), self.profile, self.cache_bytes)?;
+        let store = Store::open_checked(
+            path.as_ref(),
+            self.profile,
+            self.cache_bytes,
+            self.check_integrity,
+        )?;
+        Ok(self.finish(store))
+    }
+
+    /// Opens or creates a store on a custom redb storage backend. This is a testing
+    /// aid: with [`crate::storage::faulty::FaultyBackend`] it injects I/O failures,
+    /// a full disk or flipped bytes, and simulates crashes.
+    ///
+    /// # Errors
+    /// As [`MemoryBuilder::open`] (the path in [`Error::Open`] is `<backend>`).
+    pub fn open_with_backend(self, backend: impl redb::StorageBackend) -> Result<Memory> {
+        let store = Store::open_with_backend(
+            backend,
+            self.profile,
+            self.cache_bytes,
+            self.check_integrity,
+        )?;
         Ok(self.finish(store))
     }
 

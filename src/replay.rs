@@ -50,7 +50,9 @@ fn int_field(op: &Map<String, Value>, name: &str, default: i64) -> Result<i64> {
         None => Ok(default),
         Some(v) => v
             .as_i64()
-            .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+            .or_else(|| {
+                v.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e18).map(|f| f as i64)
+            })
             .ok_or_else(|| Error::InvalidInput(format!("`{name}` must be an integer, got {v}"))),
     }
 }

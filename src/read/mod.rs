@@ -19,12 +19,21 @@ pub use recall::{bump_access, query_terms};
 use crate::error::Result;
 use crate::memory::Memory;
 
+/// The largest `limit` a recall honours: the pipelines size candidate pools as a
+/// small multiple of it, which must not overflow.
+const MAX_RECALL_LIMIT: usize = 1 << 24;
+
 impl Memory {
-    /// Recalls the memories that best answer `q`, best first, with a trace.
+    /// Recalls the memories that best answer `q`, best first, with a trace. A `limit`
+    /// above 2^24 is treated as 2^24 (the pipelines multiply it).
     ///
     /// # Errors
     /// Storage errors only.
     pub fn recall(&self, q: &RecallQuery) -> Result<Recall> {
+        if q.limit > MAX_RECALL_LIMIT {
+            let clamped = RecallQuery { limit: MAX_RECALL_LIMIT, ..q.clone() };
+            return self.recall(&clamped);
+        }
         if self.profile().is_reference() {
             self.recall_reference(q)
         } else {

@@ -472,7 +472,8 @@ fn engine_recall(
 pub fn recall(opts: &RecallOptions, state: &mut RefState, now: Timestamp) -> RecallOutcome {
     let mut outcome = RecallOutcome::default();
     let any_filter = opts.user_id.is_some() || opts.layer.is_some() || opts.domain.is_some();
-    let fetch_limit = if any_filter { opts.limit * FILTER_FETCH_FACTOR } else { opts.limit };
+    let fetch_limit =
+        if any_filter { opts.limit.saturating_mul(FILTER_FETCH_FACTOR) } else { opts.limit };
 
     let builtin = |l: &str| matches!(l, "episodic" | "semantic" | "procedural");
     let hits: Vec<(Loc, Option<ActivationBreakdown>)> = match opts.layer.as_deref() {
@@ -494,6 +495,13 @@ pub fn recall(opts: &RecallOptions, state: &mut RefState, now: Timestamp) -> Rec
 
     for (loc, activation) in hits {
         let Some(e) = entry_at(&state.stores, &loc) else { continue };
+        // Deliberate divergence: soul-protocol's `layer="social"` / custom-layer path
+        // (Q25) skips the visibility check (Q26), leaking private and under-bonded
+        // memories to requesters. Visibility is a privacy rule, so it applies here too
+        // (a no-op for the engine path, which filtered already).
+        if !visible(e, opts) {
+            continue;
+        }
         if let Some(uid) = &opts.user_id {
             if e.user_id.as_ref().is_some_and(|u| u != uid) {
                 continue;
@@ -676,5 +684,19 @@ mod tests {
         let ids: Vec<_> =
             recall(&opts, &mut state, at(2)).results.into_iter().map(|h| h.id).collect();
         assert_eq!(ids, vec!["b".to_owned()]);
+    }
+
+    #[test]
+    fn layer_path_applies_visibility() {
+        let mut state = RefState::default();
+        let mut p = fact("p", "secret plan tea");
+        p.visibility = Visibility::Private;
+        p.layer = "journal".into();
+        state.stores.custom.insert("journal".into(), vec![p]);
+        let mut opts = RecallOptions::new("plan tea");
+        opts.layer = Some("journal".into());
+        assert_eq!(recall(&opts, &mut state, at(2)).results.len(), 1, "the soul sees it");
+        opts.requester_id = Some("x".to_owned());
+        assert!(recall(&opts, &mut state, at(2)).results.is_empty(), "a requester does not");
     }
 }

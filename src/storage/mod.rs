@@ -7,6 +7,7 @@
 pub mod check;
 mod codec;
 mod docinfo;
+pub mod faulty;
 pub mod graph;
 pub mod keys;
 mod query;
@@ -81,29 +82,62 @@ fn open_error(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Open { path: path.to_owned(), reason: e.to_string() }
 }
 
+fn database_error(path: &Path, e: redb::DatabaseError) -> Error {
+    match e {
+        redb::DatabaseError::Storage(redb::StorageError::Io(e)) => open_error(path, e),
+        redb::DatabaseError::DatabaseAlreadyOpen => {
+            open_error(path, "the store is already open (in this or another process)")
+        }
+        e => open_error(path, format!("not a soulmem/redb file or damaged: {e}")),
+    }
+}
+
 impl Store {
     /// Opens (or creates) the store at `path`. A new store takes `profile`; an
     /// existing one keeps the profile it was created with.
     pub fn open(path: &Path, profile: Profile, cache_bytes: Option<usize>) -> Result<Self> {
+        Self::open_checked(path, profile, cache_bytes, false)
+    }
+
+    fn builder(cache_bytes: Option<usize>, check_integrity: bool) -> redb::Builder {
         let mut builder = Database::builder();
         if let Some(bytes) = cache_bytes {
             builder.set_cache_size(bytes);
         }
-        let db = match builder.create(path) {
-            Ok(db) => db,
-            Err(redb::DatabaseError::Storage(redb::StorageError::Io(e))) => {
-                return Err(open_error(path, e));
-            }
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                return Err(open_error(
-                    path,
-                    "the store is already open (in this or another process)",
-                ));
-            }
-            Err(e) => {
-                return Err(open_error(path, format!("not a soulmem/redb file or damaged: {e}")));
-            }
-        };
+        builder.set_check_integrity_on_open(check_integrity);
+        builder
+    }
+
+    /// As [`Store::open`]; with `check_integrity`, redb verifies every page checksum
+    /// on open, so a file damaged outside redb is reported as an error instead of
+    /// possibly panicking later.
+    pub fn open_checked(
+        path: &Path,
+        profile: Profile,
+        cache_bytes: Option<usize>,
+        check_integrity: bool,
+    ) -> Result<Self> {
+        let db = Self::builder(cache_bytes, check_integrity)
+            .create(path)
+            .map_err(|e| database_error(path, e))?;
+        Self::init(db, profile).map_err(|e| match e {
+            Error::Storage(s) => open_error(path, s),
+            other => other,
+        })
+    }
+
+    /// Opens (or creates) a store on any redb storage backend, e.g. the
+    /// failure-injecting [`faulty::FaultyBackend`]. Errors name the path `<backend>`.
+    pub fn open_with_backend(
+        backend: impl redb::StorageBackend,
+        profile: Profile,
+        cache_bytes: Option<usize>,
+        check_integrity: bool,
+    ) -> Result<Self> {
+        let path = Path::new("<backend>");
+        let db = Self::builder(cache_bytes, check_integrity)
+            .create_with_backend(backend)
+            .map_err(|e| database_error(path, e))?;
         Self::init(db, profile).map_err(|e| match e {
             Error::Storage(s) => open_error(path, s),
             other => other,
