@@ -146,8 +146,8 @@ impl Memory {
         let terms = query_terms(&q.query);
         let stats = candidates::term_stats(&r, &terms)?;
         trace.terms = stats.iter().map(|s| (s.token.clone(), s.idf)).collect();
-        let want = if q.progressive { q.limit * 2 } else { q.limit };
-        let pool_size = (want * 4).max(40);
+        let want = if q.progressive { q.limit.saturating_mul(2) } else { q.limit };
+        let pool_size = want.saturating_mul(4).max(40);
         let mut dropped: Vec<TraceEntry> = Vec::new();
         let mut accept = |_: u64, info: &DocInfo| match filters::rejects(q, info, threshold) {
             None => true,
