@@ -77,8 +77,24 @@ impl Replayer {
     /// # Errors
     /// If the store cannot be created.
     pub fn in_memory(profile: Profile) -> Result<Self> {
+        Self::in_memory_with(profile, None)
+    }
+
+    /// A replayer on an in-memory store of `profile`, with an embedder for hybrid
+    /// recall when given.
+    ///
+    /// # Errors
+    /// If the store cannot be created.
+    pub fn in_memory_with(
+        profile: Profile,
+        embedder: Option<Arc<dyn crate::Embedder>>,
+    ) -> Result<Self> {
         let clock = Arc::new(FixedClock::new(chrono::DateTime::UNIX_EPOCH.naive_utc()));
-        let mem = Memory::builder().profile(profile).clock(clock.clone()).open_in_memory()?;
+        let mut b = Memory::builder().profile(profile).clock(clock.clone());
+        if let Some(e) = embedder {
+            b = b.embedder(e);
+        }
+        let mem = b.open_in_memory()?;
         Ok(Self { mem, clock })
     }
 
@@ -87,14 +103,26 @@ impl Replayer {
     /// # Errors
     /// If the store cannot be opened.
     pub fn open(path: &std::path::Path, profile: Profile) -> Result<Self> {
+        Self::open_with(path, profile, None)
+    }
+
+    /// A replayer on the store file at `path`, with an embedder when given.
+    ///
+    /// # Errors
+    /// If the store cannot be opened.
+    pub fn open_with(
+        path: &std::path::Path,
+        profile: Profile,
+        embedder: Option<Arc<dyn crate::Embedder>>,
+    ) -> Result<Self> {
         let clock = Arc::new(FixedClock::new(chrono::DateTime::UNIX_EPOCH.naive_utc()));
         let mut settings = crate::Settings::for_profile(profile);
         settings.durable = false;
-        let mem = Memory::builder()
-            .profile(profile)
-            .settings(settings)
-            .clock(clock.clone())
-            .open(path)?;
+        let mut b = Memory::builder().profile(profile).settings(settings).clock(clock.clone());
+        if let Some(e) = embedder {
+            b = b.embedder(e);
+        }
+        let mem = b.open(path)?;
         Ok(Self { mem, clock })
     }
 

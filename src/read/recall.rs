@@ -12,6 +12,7 @@ use super::activation::{
 use super::candidates::{self, Candidate, Term};
 use super::filters;
 use super::query::{Recall, RecallQuery, RecallTrace, ScoreParts, TraceEntry};
+use super::vector::{self, HYBRID_WEIGHT};
 use crate::error::Result;
 use crate::memory::Memory;
 use crate::model::{MemoryEntry, time};
@@ -111,6 +112,8 @@ pub fn activation(info: &DocInfo, spread: f64, now_us: i64) -> ScoreParts {
 struct Pooled {
     cand: Candidate,
     source: String,
+    /// Cosine similarity to the query (hybrid recall, when both have a vector).
+    cos: Option<f32>,
 }
 
 /// Graph nodes named in the query (whole words, one to three words long), without
@@ -136,8 +139,35 @@ fn query_entities(r: &Reader, query: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// Relevance of a pooled candidate in 0..=1: its BM25 over the pool's best, fused
+/// with its cosine similarity over the pool's best when the query and the candidate
+/// both have a vector (weight [`HYBRID_WEIGHT`]); graph-only candidates get at least
+/// a fixed share.
+fn fused_spread(p: &Pooled, max_bm25: f64, max_cos: f64) -> f64 {
+    let text = if max_bm25 > 0.0 { p.cand.bm25 / max_bm25 } else { 0.0 };
+    let spread = match p.cos {
+        Some(c) if max_cos > 0.0 => {
+            (1.0 - HYBRID_WEIGHT) * text + HYBRID_WEIGHT * (f64::from(c).max(0.0) / max_cos)
+        }
+        _ => text,
+    };
+    if p.source.starts_with("graph:") { spread.max(0.25) } else { spread }
+}
+
+fn score_pooled(p: &Pooled, max_bm25: f64, max_cos: f64, now_us: i64) -> ScoreParts {
+    let mut parts = activation(&p.cand.info, fused_spread(p, max_bm25, max_cos), now_us);
+    parts.vector = p.cos.map_or(0.0, f64::from);
+    parts
+}
+
 impl Memory {
     pub(crate) fn recall_default(&self, q: &RecallQuery) -> Result<Recall> {
+        self.recall_default_with(q, true)
+    }
+
+    /// The default recall; `touch` records the access on the returned memories (smart
+    /// recall touches only the ones it keeps).
+    pub(crate) fn recall_default_with(&self, q: &RecallQuery, touch: bool) -> Result<Recall> {
         let now = self.now();
         let now_us = time::to_micros(&now);
         let threshold = self.settings.bond_threshold;
@@ -149,6 +179,7 @@ impl Memory {
         let want = if q.progressive { q.limit * 2 } else { q.limit };
         let pool_size = (want * 4).max(40);
         let mut dropped: Vec<TraceEntry> = Vec::new();
+        let stage = std::cell::Cell::new("text");
         let mut accept = |_: u64, info: &DocInfo| match filters::rejects(q, info, threshold) {
             None => true,
             Some(why) => {
@@ -156,7 +187,7 @@ impl Memory {
                     dropped.push(TraceEntry {
                         id: info.id.clone(),
                         layer: info.layer.clone(),
-                        source: "text".into(),
+                        source: stage.get().into(),
                         bm25: 0.0,
                         dropped_by: Some(why.to_owned()),
                         score: None,
@@ -168,10 +199,46 @@ impl Memory {
         };
         let (text, read) = candidates::top_k(&r, &stats, pool_size, &mut accept)?;
         trace.postings_read += read;
-        let mut pool: Vec<Pooled> =
-            text.into_iter().map(|c| Pooled { cand: c, source: "text".into() }).collect();
+        let mut pool: Vec<Pooled> = text
+            .into_iter()
+            .map(|c| Pooled { cand: c, source: "text".into(), cos: None })
+            .collect();
         let mut in_pool: HashMap<u64, usize> =
             pool.iter().enumerate().map(|(i, p)| (p.cand.docno, i)).collect();
+
+        // Vector candidates: the most similar stored vectors that pass the filters.
+        let qvec = match (&self.embedder, q.hybrid) {
+            (Some(emb), true) => vector::embed_normalized(emb.as_ref(), &q.query)?,
+            _ => None,
+        };
+        if let Some(qv) = &qvec {
+            stage.set("vector");
+            let (hits, read) = vector::scan(self, &r, qv)?;
+            trace.vectors_read += read;
+            let mut taken = 0;
+            for (docno, cos) in hits {
+                if taken >= pool_size {
+                    break;
+                }
+                if let Some(&i) = in_pool.get(&docno) {
+                    pool[i].cos = Some(cos);
+                    taken += 1;
+                    continue;
+                }
+                let Some(info) = r.docinfo(docno)? else { continue };
+                if !accept(docno, &info) {
+                    continue;
+                }
+                taken += 1;
+                in_pool.insert(docno, pool.len());
+                pool.push(Pooled {
+                    cand: Candidate { docno, bm25: 0.0, info },
+                    source: "vector".into(),
+                    cos: Some(cos),
+                });
+            }
+        }
+        stage.set("graph");
 
         // Graph expansion: memories about entities related to the ones named.
         let named = query_entities(&r, &q.query)?;
@@ -217,21 +284,26 @@ impl Memory {
                     continue;
                 }
                 in_pool.insert(c.docno, pool.len());
-                pool.push(Pooled { cand: c, source: format!("graph:{ent}") });
+                pool.push(Pooled { cand: c, source: format!("graph:{ent}"), cos: None });
+            }
+        }
+
+        // Candidates the vector scan did not reach: their own similarity.
+        if let Some(qv) = &qvec {
+            for p in pool.iter_mut().filter(|p| p.cos.is_none()) {
+                p.cos = vector::vector_of(&r, p.cand.docno)?
+                    .filter(|v| v.len() == qv.len())
+                    .map(|v| vector::dot(qv, &v));
             }
         }
 
         // Rank in parallel on soulmem's pool; ties broken by id for determinism.
         let max_bm25 = pool.iter().map(|p| p.cand.bm25).fold(0.0_f64, f64::max);
+        let max_cos = pool.iter().filter_map(|p| p.cos).map(f64::from).fold(0.0_f64, f64::max);
         let mut scored: Vec<(ScoreParts, usize)> = self.install(|| {
             pool.par_iter()
                 .enumerate()
-                .map(|(i, p)| {
-                    let spread = if max_bm25 > 0.0 { p.cand.bm25 / max_bm25 } else { 0.0 };
-                    // Graph-only candidates get a fixed share of relevance.
-                    let spread = if p.source == "text" { spread } else { spread.max(0.25) };
-                    (activation(&p.cand.info, spread, now_us), i)
-                })
+                .map(|(i, p)| (score_pooled(p, max_bm25, max_cos, now_us), i))
                 .collect()
         });
         scored.sort_by(|a, b| {
@@ -275,14 +347,13 @@ impl Memory {
             let returned: BTreeSet<usize> = scored.iter().map(|s| s.1).collect();
             for (i, p) in pool.iter().enumerate() {
                 if !returned.contains(&i) {
-                    let spread = if max_bm25 > 0.0 { p.cand.bm25 / max_bm25 } else { 0.0 };
                     trace.candidates.push(TraceEntry {
                         id: p.cand.info.id.clone(),
                         layer: p.cand.info.layer.clone(),
                         source: p.source.clone(),
                         bm25: p.cand.bm25,
                         dropped_by: Some("rank".into()),
-                        score: Some(activation(&p.cand.info, spread, now_us)),
+                        score: Some(score_pooled(p, max_bm25, max_cos, now_us)),
                         rank: None,
                     });
                 }
@@ -291,9 +362,11 @@ impl Memory {
         }
         drop(r);
         out.trace = trace;
-        self.touch(&touched, now)?;
-        for m in out.memories.iter_mut().take(q.limit) {
-            bump_access(m, now, self.settings.access_history_cap);
+        if touch {
+            self.touch(&touched, now)?;
+            for m in out.memories.iter_mut().take(q.limit) {
+                bump_access(m, now, self.settings.access_history_cap);
+            }
         }
         Ok(out)
     }

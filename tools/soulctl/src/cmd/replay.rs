@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use soulmem::Profile;
+use std::sync::Arc;
+
 use soulmem::replay::Replayer;
+use soulmem::{PrecomputedEmbedder, Profile};
 
 /// Arguments of `replay`.
 #[derive(clap::Args, Debug)]
@@ -16,15 +18,25 @@ pub struct Args {
     /// Behaviour profile of the store.
     #[arg(long, default_value = "default", value_parser = super::parse_profile)]
     profile: Profile,
+    /// Precomputed embeddings (JSON Lines of `{"text", "v"}`) for hybrid recall.
+    #[arg(long, value_name = "FILE")]
+    embeddings: Option<PathBuf>,
 }
 
 /// Runs `replay`: an in-memory store unless `--db` is given.
 pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     let file = std::fs::File::open(&args.scenario)
         .with_context(|| format!("opening {}", args.scenario.display()))?;
+    let embedder: Option<Arc<dyn soulmem::Embedder>> = match &args.embeddings {
+        Some(p) => Some(Arc::new(
+            PrecomputedEmbedder::from_jsonl(p)
+                .with_context(|| format!("reading embeddings {}", p.display()))?,
+        )),
+        None => None,
+    };
     let replayer = match db {
-        Some(p) => Replayer::open(&p, args.profile)?,
-        None => Replayer::in_memory(args.profile)?,
+        Some(p) => Replayer::open_with(&p, args.profile, embedder)?,
+        None => Replayer::in_memory_with(args.profile, embedder)?,
     };
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
