@@ -41,6 +41,10 @@ pub struct Settings {
     /// How long smart recall waits for the engine before keeping the heuristic order.
     /// Default: 30 s.
     pub smart_recall_timeout: std::time::Duration,
+    /// Weight λ of vector similarity in hybrid recall, 0 to 1 (default
+    /// [`crate::read::vector::HYBRID_WEIGHT`]); 0 ranks by text alone while still
+    /// adding vector candidates.
+    pub hybrid_weight: f64,
 }
 
 impl Settings {
@@ -61,6 +65,7 @@ impl Settings {
             core_values: Vec::new(),
             smart_recall_enabled: false,
             smart_recall_timeout: std::time::Duration::from_secs(30),
+            hybrid_weight: crate::read::vector::HYBRID_WEIGHT,
         }
     }
 }

@@ -12,7 +12,7 @@ use super::activation::{
 use super::candidates::{self, Candidate, Term};
 use super::filters;
 use super::query::{Recall, RecallQuery, RecallTrace, ScoreParts, TraceEntry};
-use super::vector::{self, HYBRID_WEIGHT};
+use super::vector;
 use crate::error::Result;
 use crate::memory::Memory;
 use crate::model::{MemoryEntry, time};
@@ -141,21 +141,21 @@ fn query_entities(r: &Reader, query: &str) -> Result<Vec<String>> {
 
 /// Relevance of a pooled candidate in 0..=1: its BM25 over the pool's best, fused
 /// with its cosine similarity over the pool's best when the query and the candidate
-/// both have a vector (weight [`HYBRID_WEIGHT`]); graph-only candidates get at least
-/// a fixed share.
-fn fused_spread(p: &Pooled, max_bm25: f64, max_cos: f64) -> f64 {
+/// both have a vector (weight `lambda`, [`crate::Settings::hybrid_weight`]);
+/// graph-only candidates get at least a fixed share.
+fn fused_spread(p: &Pooled, max_bm25: f64, max_cos: f64, lambda: f64) -> f64 {
     let text = if max_bm25 > 0.0 { p.cand.bm25 / max_bm25 } else { 0.0 };
     let spread = match p.cos {
         Some(c) if max_cos > 0.0 => {
-            (1.0 - HYBRID_WEIGHT) * text + HYBRID_WEIGHT * (f64::from(c).max(0.0) / max_cos)
+            (1.0 - lambda) * text + lambda * (f64::from(c).max(0.0) / max_cos)
         }
         _ => text,
     };
     if p.source.starts_with("graph:") { spread.max(0.25) } else { spread }
 }
 
-fn score_pooled(p: &Pooled, max_bm25: f64, max_cos: f64, now_us: i64) -> ScoreParts {
-    let mut parts = activation(&p.cand.info, fused_spread(p, max_bm25, max_cos), now_us);
+fn score_pooled(p: &Pooled, max_bm25: f64, max_cos: f64, lambda: f64, now_us: i64) -> ScoreParts {
+    let mut parts = activation(&p.cand.info, fused_spread(p, max_bm25, max_cos, lambda), now_us);
     parts.vector = p.cos.map_or(0.0, f64::from);
     parts
 }
@@ -299,11 +299,12 @@ impl Memory {
 
         // Rank in parallel on soulmem's pool; ties broken by id for determinism.
         let max_bm25 = pool.iter().map(|p| p.cand.bm25).fold(0.0_f64, f64::max);
+        let lambda = self.settings.hybrid_weight.clamp(0.0, 1.0);
         let max_cos = pool.iter().filter_map(|p| p.cos).map(f64::from).fold(0.0_f64, f64::max);
         let mut scored: Vec<(ScoreParts, usize)> = self.install(|| {
             pool.par_iter()
                 .enumerate()
-                .map(|(i, p)| (score_pooled(p, max_bm25, max_cos, now_us), i))
+                .map(|(i, p)| (score_pooled(p, max_bm25, max_cos, lambda, now_us), i))
                 .collect()
         });
         scored.sort_by(|a, b| {
@@ -353,7 +354,7 @@ impl Memory {
                         source: p.source.clone(),
                         bm25: p.cand.bm25,
                         dropped_by: Some("rank".into()),
-                        score: Some(score_pooled(p, max_bm25, max_cos, now_us)),
+                        score: Some(score_pooled(p, max_bm25, max_cos, lambda, now_us)),
                         rank: None,
                     });
                 }

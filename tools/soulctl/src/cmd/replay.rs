@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use std::sync::Arc;
 
-use soulmem::replay::Replayer;
+use soulmem::replay::{ReplayOptions, Replayer};
 use soulmem::{PrecomputedEmbedder, Profile};
 
 /// Arguments of `replay`.
@@ -21,6 +21,9 @@ pub struct Args {
     /// Precomputed embeddings (JSON Lines of `{"text", "v"}`) for hybrid recall.
     #[arg(long, value_name = "FILE")]
     embeddings: Option<PathBuf>,
+    /// Weight of vector similarity in hybrid recall, 0 to 1 (with --embeddings).
+    #[arg(long, value_name = "LAMBDA", requires = "embeddings")]
+    hybrid_weight: Option<f64>,
 }
 
 /// Runs `replay`: an in-memory store unless `--db` is given.
@@ -34,9 +37,10 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
         )),
         None => None,
     };
+    let opts = ReplayOptions { embedder, hybrid_weight: args.hybrid_weight };
     let replayer = match db {
-        Some(p) => Replayer::open_with(&p, args.profile, embedder)?,
-        None => Replayer::in_memory_with(args.profile, embedder)?,
+        Some(p) => Replayer::open_with(&p, args.profile, &opts)?,
+        None => Replayer::in_memory_with(args.profile, &opts)?,
     };
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
