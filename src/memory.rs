@@ -45,6 +45,11 @@ pub struct Settings {
     /// [`crate::read::vector::HYBRID_WEIGHT`]); 0 ranks by text alone while still
     /// adding vector candidates.
     pub hybrid_weight: f64,
+    /// How hybrid recall fuses the two relevances (default min-max).
+    pub hybrid_fusion: crate::read::vector::HybridFusion,
+    /// Vector candidates merged into the pool per recall (default
+    /// [`crate::read::vector::VECTOR_CANDIDATES`]; never fewer than the limit).
+    pub vector_candidates: usize,
 }
 
 impl Settings {
@@ -66,6 +71,8 @@ impl Settings {
             smart_recall_enabled: false,
             smart_recall_timeout: std::time::Duration::from_secs(30),
             hybrid_weight: crate::read::vector::HYBRID_WEIGHT,
+            hybrid_fusion: crate::read::vector::HybridFusion::MinMax,
+            vector_candidates: crate::read::vector::VECTOR_CANDIDATES,
         }
     }
 }

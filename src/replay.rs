@@ -29,6 +29,10 @@ pub struct ReplayOptions {
     pub embedder: Option<Arc<dyn crate::Embedder>>,
     /// The hybrid fusion weight (default [`crate::read::vector::HYBRID_WEIGHT`]).
     pub hybrid_weight: Option<f64>,
+    /// The hybrid fusion (default min-max).
+    pub hybrid_fusion: Option<crate::read::vector::HybridFusion>,
+    /// Vector candidates per recall.
+    pub vector_candidates: Option<usize>,
 }
 
 impl ReplayOptions {
@@ -42,6 +46,12 @@ impl ReplayOptions {
         settings.durable = durable;
         if let Some(w) = self.hybrid_weight {
             settings.hybrid_weight = w;
+        }
+        if let Some(f) = self.hybrid_fusion {
+            settings.hybrid_fusion = f;
+        }
+        if let Some(n) = self.vector_candidates {
+            settings.vector_candidates = n;
         }
         let mut b = Memory::builder().profile(profile).settings(settings).clock(clock);
         if let Some(e) = &self.embedder {

@@ -12,7 +12,7 @@ use super::activation::{
 use super::candidates::{self, Candidate, Term};
 use super::filters;
 use super::query::{Recall, RecallQuery, RecallTrace, ScoreParts, TraceEntry};
-use super::vector;
+use super::vector::{self, HybridFusion};
 use crate::error::Result;
 use crate::memory::Memory;
 use crate::model::{MemoryEntry, time};
@@ -139,25 +139,77 @@ fn query_entities(r: &Reader, query: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// Relevance of a pooled candidate in 0..=1: its BM25 over the pool's best, fused
-/// with its cosine similarity over the pool's best when the query and the candidate
-/// both have a vector (weight `lambda`, [`crate::Settings::hybrid_weight`]);
-/// graph-only candidates get at least a fixed share.
-fn fused_spread(p: &Pooled, max_bm25: f64, max_cos: f64, lambda: f64) -> f64 {
-    let text = if max_bm25 > 0.0 { p.cand.bm25 / max_bm25 } else { 0.0 };
-    let spread = match p.cos {
-        Some(c) if max_cos > 0.0 => {
-            (1.0 - lambda) * text + lambda * (f64::from(c).max(0.0) / max_cos)
-        }
-        _ => text,
-    };
-    if p.source.starts_with("graph:") { spread.max(0.25) } else { spread }
+/// How a pool's relevances are fused: the pool-wide quantities each candidate's
+/// relevance is scaled by.
+struct Fusion {
+    kind: HybridFusion,
+    lambda: f64,
+    max_bm25: f64,
+    min_cos: f64,
+    max_cos: f64,
+    /// Rank-fusion scores (RRF only), parallel to the pool, and their maximum.
+    rrf: Vec<f64>,
+    max_rrf: f64,
 }
 
-fn score_pooled(p: &Pooled, max_bm25: f64, max_cos: f64, lambda: f64, now_us: i64) -> ScoreParts {
-    let mut parts = activation(&p.cand.info, fused_spread(p, max_bm25, max_cos, lambda), now_us);
-    parts.vector = p.cos.map_or(0.0, f64::from);
-    parts
+/// Reciprocal-rank constant of [`HybridFusion::Rrf`].
+const RRF_K: f64 = 60.0;
+
+impl Fusion {
+    fn new(pool: &[Pooled], kind: HybridFusion, lambda: f64) -> Self {
+        let max_bm25 = pool.iter().map(|p| p.cand.bm25).fold(0.0_f64, f64::max);
+        let cos: Vec<f64> = pool.iter().filter_map(|p| p.cos).map(f64::from).collect();
+        let max_cos = cos.iter().copied().fold(0.0_f64, f64::max);
+        let min_cos = cos.iter().copied().fold(max_cos, f64::min);
+        let mut rrf = Vec::new();
+        let mut max_rrf = 0.0;
+        if kind == HybridFusion::Rrf && !cos.is_empty() {
+            let rank_of = |key: &dyn Fn(&Pooled) -> Option<f64>| {
+                let mut idx: Vec<(f64, usize)> =
+                    pool.iter().enumerate().filter_map(|(i, p)| key(p).map(|k| (k, i))).collect();
+                idx.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                let mut ranks = vec![None; pool.len()];
+                for (r, (_, i)) in idx.into_iter().enumerate() {
+                    ranks[i] = Some(r as f64 + 1.0);
+                }
+                ranks
+            };
+            let text = rank_of(&|p| (p.cand.bm25 > 0.0).then_some(p.cand.bm25));
+            let vec = rank_of(&|p| p.cos.map(f64::from));
+            rrf = (0..pool.len())
+                .map(|i| {
+                    text[i].map_or(0.0, |r| (1.0 - lambda) / (RRF_K + r))
+                        + vec[i].map_or(0.0, |r| lambda / (RRF_K + r))
+                })
+                .collect();
+            max_rrf = rrf.iter().copied().fold(0.0_f64, f64::max);
+        }
+        Self { kind, lambda, max_bm25, min_cos, max_cos, rrf, max_rrf }
+    }
+
+    /// Relevance of pool member `i` in 0..=1: lexical alone without vectors, else
+    /// fused; graph-only candidates get at least a fixed share.
+    fn spread(&self, i: usize, p: &Pooled) -> f64 {
+        let text = if self.max_bm25 > 0.0 { p.cand.bm25 / self.max_bm25 } else { 0.0 };
+        let l = self.lambda;
+        let spread = match (p.cos.map(f64::from), self.kind) {
+            (Some(_), HybridFusion::Rrf) if self.max_rrf > 0.0 => self.rrf[i] / self.max_rrf,
+            (Some(c), HybridFusion::MinMax) if self.max_cos > self.min_cos => {
+                (1.0 - l) * text + l * (c - self.min_cos) / (self.max_cos - self.min_cos)
+            }
+            (Some(c), HybridFusion::MaxScaled) if self.max_cos > 0.0 => {
+                (1.0 - l) * text + l * (c.max(0.0) / self.max_cos)
+            }
+            _ => text,
+        };
+        if p.source.starts_with("graph:") { spread.max(0.25) } else { spread }
+    }
+
+    fn score(&self, i: usize, p: &Pooled, now_us: i64) -> ScoreParts {
+        let mut parts = activation(&p.cand.info, self.spread(i, p), now_us);
+        parts.vector = p.cos.map_or(0.0, f64::from);
+        parts
+    }
 }
 
 impl Memory {
@@ -215,9 +267,10 @@ impl Memory {
             stage.set("vector");
             let (hits, read) = vector::scan(self, &r, qv)?;
             trace.vectors_read += read;
+            let wanted = self.settings.vector_candidates.max(want);
             let mut taken = 0;
             for (docno, cos) in hits {
-                if taken >= pool_size {
+                if taken >= wanted {
                     break;
                 }
                 if let Some(&i) = in_pool.get(&docno) {
@@ -298,14 +351,13 @@ impl Memory {
         }
 
         // Rank in parallel on soulmem's pool; ties broken by id for determinism.
-        let max_bm25 = pool.iter().map(|p| p.cand.bm25).fold(0.0_f64, f64::max);
-        let lambda = self.settings.hybrid_weight.clamp(0.0, 1.0);
-        let max_cos = pool.iter().filter_map(|p| p.cos).map(f64::from).fold(0.0_f64, f64::max);
+        let fusion = Fusion::new(
+            &pool,
+            self.settings.hybrid_fusion,
+            self.settings.hybrid_weight.clamp(0.0, 1.0),
+        );
         let mut scored: Vec<(ScoreParts, usize)> = self.install(|| {
-            pool.par_iter()
-                .enumerate()
-                .map(|(i, p)| (score_pooled(p, max_bm25, max_cos, lambda, now_us), i))
-                .collect()
+            pool.par_iter().enumerate().map(|(i, p)| (fusion.score(i, p, now_us), i)).collect()
         });
         scored.sort_by(|a, b| {
             b.0.total
@@ -354,7 +406,7 @@ impl Memory {
                         source: p.source.clone(),
                         bm25: p.cand.bm25,
                         dropped_by: Some("rank".into()),
-                        score: Some(score_pooled(p, max_bm25, max_cos, lambda, now_us)),
+                        score: Some(fusion.score(i, p, now_us)),
                         rank: None,
                     });
                 }

@@ -49,10 +49,41 @@ impl fmt::Debug for dyn Embedder {
     }
 }
 
-/// Weight λ of the vector similarity in hybrid recall: a candidate's relevance is
-/// `(1-λ)·bm25/max_bm25 + λ·cos/max_cos` over the pool (a candidate without a stored
-/// vector keeps its lexical relevance alone).
+/// Default weight λ of the vector side in hybrid recall (see [`HybridFusion`]).
 pub const HYBRID_WEIGHT: f64 = 0.5;
+
+/// Default number of vector candidates merged into the recall pool (at least the
+/// limit is always taken).
+pub const VECTOR_CANDIDATES: usize = 20;
+
+/// How hybrid recall fuses lexical and vector relevance into one 0..=1 relevance per
+/// candidate. A candidate without a stored vector keeps its lexical relevance alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HybridFusion {
+    /// `(1-λ)·bm25/max_bm25 + λ·(cos-min_cos)/(max_cos-min_cos)` over the pool: a
+    /// convex combination with min-max scaled similarity (cosine's spread inside a
+    /// pool is narrow, so scaling by the maximum alone leaves it nearly flat).
+    #[default]
+    MinMax,
+    /// `(1-λ)·bm25/max_bm25 + λ·cos/max_cos`.
+    MaxScaled,
+    /// Reciprocal rank fusion, `(1-λ)/(60+text rank) + λ/(60+vector rank)`, scaled
+    /// by the pool's best.
+    Rrf,
+}
+
+impl HybridFusion {
+    /// Parses `minmax`, `max` or `rrf`.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "minmax" => Some(Self::MinMax),
+            "max" => Some(Self::MaxScaled),
+            "rrf" => Some(Self::Rrf),
+            _ => None,
+        }
+    }
+}
 
 /// Vectors below this cosine similarity to the query are not candidates.
 pub const MIN_VECTOR_SIMILARITY: f32 = 0.1;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use std::sync::Arc;
 
+use soulmem::read::vector::HybridFusion;
 use soulmem::replay::{ReplayOptions, Replayer};
 use soulmem::{PrecomputedEmbedder, Profile};
 
@@ -24,6 +25,16 @@ pub struct Args {
     /// Weight of vector similarity in hybrid recall, 0 to 1 (with --embeddings).
     #[arg(long, value_name = "LAMBDA", requires = "embeddings")]
     hybrid_weight: Option<f64>,
+    /// Hybrid fusion: `minmax` (default), `max` or `rrf` (with --embeddings).
+    #[arg(long, value_name = "KIND", requires = "embeddings", value_parser = parse_fusion)]
+    hybrid_fusion: Option<HybridFusion>,
+    /// Vector candidates merged per recall (with --embeddings).
+    #[arg(long, value_name = "N", requires = "embeddings")]
+    vector_candidates: Option<usize>,
+}
+
+fn parse_fusion(s: &str) -> Result<HybridFusion, String> {
+    HybridFusion::parse(s).ok_or_else(|| format!("unknown fusion {s:?} (minmax, max, rrf)"))
 }
 
 /// Runs `replay`: an in-memory store unless `--db` is given.
@@ -37,7 +48,12 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
         )),
         None => None,
     };
-    let opts = ReplayOptions { embedder, hybrid_weight: args.hybrid_weight };
+    let opts = ReplayOptions {
+        embedder,
+        hybrid_weight: args.hybrid_weight,
+        hybrid_fusion: args.hybrid_fusion,
+        vector_candidates: args.vector_candidates,
+    };
     let replayer = match db {
         Some(p) => Replayer::open_with(&p, args.profile, &opts)?,
         None => Replayer::in_memory_with(args.profile, &opts)?,
