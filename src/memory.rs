@@ -45,7 +45,7 @@ pub struct Settings {
     /// [`crate::read::vector::HYBRID_WEIGHT`]); 0 ranks by text alone while still
     /// adding vector candidates.
     pub hybrid_weight: f64,
-    /// How hybrid recall fuses the two relevances (default min-max).
+    /// How hybrid recall combines text and vectors (default rank fusion).
     pub hybrid_fusion: crate::read::vector::HybridFusion,
     /// Vector candidates merged into the pool per recall (default
     /// [`crate::read::vector::VECTOR_CANDIDATES`]; never fewer than the limit).
@@ -71,7 +71,7 @@ impl Settings {
             smart_recall_enabled: false,
             smart_recall_timeout: std::time::Duration::from_secs(30),
             hybrid_weight: crate::read::vector::HYBRID_WEIGHT,
-            hybrid_fusion: crate::read::vector::HybridFusion::MinMax,
+            hybrid_fusion: crate::read::vector::HybridFusion::Rrf,
             vector_candidates: crate::read::vector::VECTOR_CANDIDATES,
         }
     }

@@ -29,7 +29,7 @@ pub struct ReplayOptions {
     pub embedder: Option<Arc<dyn crate::Embedder>>,
     /// The hybrid fusion weight (default [`crate::read::vector::HYBRID_WEIGHT`]).
     pub hybrid_weight: Option<f64>,
-    /// The hybrid fusion (default min-max).
+    /// The hybrid fusion (default rank fusion).
     pub hybrid_fusion: Option<crate::read::vector::HybridFusion>,
     /// Vector candidates per recall.
     pub vector_candidates: Option<usize>,

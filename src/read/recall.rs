@@ -139,21 +139,18 @@ fn query_entities(r: &Reader, query: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// How a pool's relevances are fused: the pool-wide quantities each candidate's
-/// relevance is scaled by.
+/// Reciprocal-rank constant of [`HybridFusion::Rrf`] (the customary 60).
+const RRF_K: f64 = 60.0;
+
+/// How a pool's text relevance is scaled and, for [`HybridFusion::MinMax`], fused
+/// with vector similarity.
 struct Fusion {
     kind: HybridFusion,
     lambda: f64,
     max_bm25: f64,
     min_cos: f64,
     max_cos: f64,
-    /// Rank-fusion scores (RRF only), parallel to the pool, and their maximum.
-    rrf: Vec<f64>,
-    max_rrf: f64,
 }
-
-/// Reciprocal-rank constant of [`HybridFusion::Rrf`].
-const RRF_K: f64 = 60.0;
 
 impl Fusion {
     fn new(pool: &[Pooled], kind: HybridFusion, lambda: f64) -> Self {
@@ -161,55 +158,52 @@ impl Fusion {
         let cos: Vec<f64> = pool.iter().filter_map(|p| p.cos).map(f64::from).collect();
         let max_cos = cos.iter().copied().fold(0.0_f64, f64::max);
         let min_cos = cos.iter().copied().fold(max_cos, f64::min);
-        let mut rrf = Vec::new();
-        let mut max_rrf = 0.0;
-        if kind == HybridFusion::Rrf && !cos.is_empty() {
-            let rank_of = |key: &dyn Fn(&Pooled) -> Option<f64>| {
-                let mut idx: Vec<(f64, usize)> =
-                    pool.iter().enumerate().filter_map(|(i, p)| key(p).map(|k| (k, i))).collect();
-                idx.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                let mut ranks = vec![None; pool.len()];
-                for (r, (_, i)) in idx.into_iter().enumerate() {
-                    ranks[i] = Some(r as f64 + 1.0);
-                }
-                ranks
-            };
-            let text = rank_of(&|p| (p.cand.bm25 > 0.0).then_some(p.cand.bm25));
-            let vec = rank_of(&|p| p.cos.map(f64::from));
-            rrf = (0..pool.len())
-                .map(|i| {
-                    text[i].map_or(0.0, |r| (1.0 - lambda) / (RRF_K + r))
-                        + vec[i].map_or(0.0, |r| lambda / (RRF_K + r))
-                })
-                .collect();
-            max_rrf = rrf.iter().copied().fold(0.0_f64, f64::max);
-        }
-        Self { kind, lambda, max_bm25, min_cos, max_cos, rrf, max_rrf }
+        Self { kind, lambda, max_bm25, min_cos, max_cos }
     }
 
-    /// Relevance of pool member `i` in 0..=1: lexical alone without vectors, else
-    /// fused; graph-only candidates get at least a fixed share.
-    fn spread(&self, i: usize, p: &Pooled) -> f64 {
+    /// Relevance of a candidate in 0..=1: BM25 over the pool's best, fused with its
+    /// min-max scaled similarity under [`HybridFusion::MinMax`] when it has a vector;
+    /// graph-only candidates get at least a fixed share.
+    fn spread(&self, p: &Pooled) -> f64 {
         let text = if self.max_bm25 > 0.0 { p.cand.bm25 / self.max_bm25 } else { 0.0 };
         let l = self.lambda;
         let spread = match (p.cos.map(f64::from), self.kind) {
-            (Some(_), HybridFusion::Rrf) if self.max_rrf > 0.0 => self.rrf[i] / self.max_rrf,
             (Some(c), HybridFusion::MinMax) if self.max_cos > self.min_cos => {
                 (1.0 - l) * text + l * (c - self.min_cos) / (self.max_cos - self.min_cos)
-            }
-            (Some(c), HybridFusion::MaxScaled) if self.max_cos > 0.0 => {
-                (1.0 - l) * text + l * (c.max(0.0) / self.max_cos)
             }
             _ => text,
         };
         if p.source.starts_with("graph:") { spread.max(0.25) } else { spread }
     }
 
-    fn score(&self, i: usize, p: &Pooled, now_us: i64) -> ScoreParts {
-        let mut parts = activation(&p.cand.info, self.spread(i, p), now_us);
+    fn score(&self, p: &Pooled, now_us: i64) -> ScoreParts {
+        let mut parts = activation(&p.cand.info, self.spread(p), now_us);
         parts.vector = p.cos.map_or(0.0, f64::from);
         parts
     }
+}
+
+/// Reorders `scored` (sorted by activation, best first) by reciprocal rank fusion
+/// with the vector ranking of the same pool: `(1-λ)/(k + activation rank) +
+/// λ/(k + similarity rank)`, a candidate without a vector getting only the first
+/// part. Ties keep the activation order.
+fn rank_fuse(scored: &mut Vec<(ScoreParts, usize)>, pool: &[Pooled], lambda: f64) {
+    let mut by_cos: Vec<(f32, usize)> = scored
+        .iter()
+        .enumerate()
+        .filter_map(|(pos, (_, i))| pool[*i].cos.map(|c| (c, pos)))
+        .collect();
+    by_cos.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut fused: Vec<f64> =
+        (0..scored.len()).map(|pos| (1.0 - lambda) / (RRF_K + pos as f64 + 1.0)).collect();
+    for (rank, (_, pos)) in by_cos.into_iter().enumerate() {
+        fused[pos] += lambda / (RRF_K + rank as f64 + 1.0);
+    }
+    let mut order: Vec<usize> = (0..scored.len()).collect();
+    order.sort_by(|a, b| fused[*b].total_cmp(&fused[*a]).then(a.cmp(b)));
+    let old = std::mem::take(scored);
+    let mut slots: Vec<Option<(ScoreParts, usize)>> = old.into_iter().map(Some).collect();
+    scored.extend(order.into_iter().filter_map(|pos| slots[pos].take()));
 }
 
 impl Memory {
@@ -357,13 +351,16 @@ impl Memory {
             self.settings.hybrid_weight.clamp(0.0, 1.0),
         );
         let mut scored: Vec<(ScoreParts, usize)> = self.install(|| {
-            pool.par_iter().enumerate().map(|(i, p)| (fusion.score(i, p, now_us), i)).collect()
+            pool.par_iter().enumerate().map(|(i, p)| (fusion.score(p, now_us), i)).collect()
         });
         scored.sort_by(|a, b| {
             b.0.total
                 .total_cmp(&a.0.total)
                 .then_with(|| pool[a.1].cand.info.id.cmp(&pool[b.1].cand.info.id))
         });
+        if qvec.is_some() && fusion.kind == HybridFusion::Rrf {
+            rank_fuse(&mut scored, &pool, fusion.lambda);
+        }
         scored.truncate(want);
 
         // Load the winners, then record the access.
@@ -406,7 +403,7 @@ impl Memory {
                         source: p.source.clone(),
                         bm25: p.cand.bm25,
                         dropped_by: Some("rank".into()),
-                        score: Some(fusion.score(i, p, now_us)),
+                        score: Some(fusion.score(p, now_us)),
                         rank: None,
                     });
                 }

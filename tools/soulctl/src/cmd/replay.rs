@@ -25,7 +25,7 @@ pub struct Args {
     /// Weight of vector similarity in hybrid recall, 0 to 1 (with --embeddings).
     #[arg(long, value_name = "LAMBDA", requires = "embeddings")]
     hybrid_weight: Option<f64>,
-    /// Hybrid fusion: `minmax` (default), `max` or `rrf` (with --embeddings).
+    /// Hybrid fusion: `rrf` (default) or `minmax` (with --embeddings).
     #[arg(long, value_name = "KIND", requires = "embeddings", value_parser = parse_fusion)]
     hybrid_fusion: Option<HybridFusion>,
     /// Vector candidates merged per recall (with --embeddings).
@@ -34,7 +34,7 @@ pub struct Args {
 }
 
 fn parse_fusion(s: &str) -> Result<HybridFusion, String> {
-    HybridFusion::parse(s).ok_or_else(|| format!("unknown fusion {s:?} (minmax, max, rrf)"))
+    HybridFusion::parse(s).ok_or_else(|| format!("unknown fusion {s:?} (rrf, minmax)"))
 }
 
 /// Runs `replay`: an in-memory store unless `--db` is given.
