@@ -6,7 +6,7 @@ use std::sync::Arc;
 use soulmem::write::observe::ObserveOptions;
 use soulmem::{
     Embedder, HashingEmbedder, Memory, MemoryEntry, MemoryType, PrecomputedEmbedder, RecallQuery,
-    Remember, TfIdfEmbedder, Visibility,
+    Remember, Settings, TfIdfEmbedder, Visibility,
 };
 
 fn assert_consistent(mem: &Memory) {
@@ -72,7 +72,7 @@ fn embed_missing_fills_a_store_written_without_an_embedder() {
 }
 
 /// Three hand-made directions: "dog" things, "weather" things, and a mix.
-fn pets() -> (Memory, [String; 3]) {
+fn pets(weight: Option<f64>) -> (Memory, [String; 3]) {
     let v = |x: f32, y: f32| vec![x, y, 0.1];
     let emb = PrecomputedEmbedder::from_pairs([
         ("Tell me about my dog".to_owned(), v(1.0, 0.0)),
@@ -81,7 +81,15 @@ fn pets() -> (Memory, [String; 3]) {
         ("The dog days of summer were hot and humid".to_owned(), v(0.0, 1.0)),
     ])
     .expect("vectors");
-    let mem = Memory::builder().embedder(Arc::new(emb)).open_in_memory().expect("open");
+    let mut settings = Settings::for_profile(soulmem::Profile::Default);
+    if let Some(w) = weight {
+        settings.hybrid_weight = w;
+    }
+    let mem = Memory::builder()
+        .settings(settings)
+        .embedder(Arc::new(emb))
+        .open_in_memory()
+        .expect("open");
     let ids = [
         "Rex is my dog and he loves the park",
         "I adopted a puppy from the shelter last spring",
@@ -93,13 +101,26 @@ fn pets() -> (Memory, [String; 3]) {
 
 #[test]
 fn hybrid_adds_vector_candidates_and_reorders() {
-    let (mem, [rex, puppy, summer]) = pets();
+    let (mem, [rex, puppy, summer]) = pets(None);
     let mut q = RecallQuery::new("Tell me about my dog");
     q.hybrid = false;
     let lexical: Vec<String> =
         mem.recall(&q).expect("recall").memories.into_iter().map(|m| m.id).collect();
     assert!(lexical.contains(&rex) && lexical.contains(&summer));
     assert!(!lexical.contains(&puppy), "no shared word: lexical recall cannot find it");
+    // The default weight adds the vector candidate.
+    let got: Vec<String> = mem
+        .recall(&RecallQuery::new("Tell me about my dog"))
+        .expect("recall")
+        .memories
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(got.contains(&puppy));
+
+    // An even weight lets its similarity rank lift it over the weak text match.
+    let (mem, [rex, puppy, summer]) = pets(Some(0.5));
 
     let mut q = RecallQuery::new("Tell me about my dog");
     q.explain = true;
@@ -112,8 +133,35 @@ fn hybrid_adds_vector_candidates_and_reorders() {
     assert_eq!(c.source, "vector");
     assert!(c.bm25.abs() < f64::EPSILON);
     let s = c.score.as_ref().expect("scored");
-    assert!(s.vector > 0.9 && s.spread > 0.0, "{s:?}");
+    assert!(s.vector > 0.9, "{s:?}");
     assert_consistent(&mem);
+}
+
+#[test]
+fn min_max_fusion_mixes_similarity_into_relevance() {
+    let emb = PrecomputedEmbedder::from_pairs([
+        ("Tell me about my dog".to_owned(), vec![1.0, 0.0]),
+        ("I adopted a puppy from the shelter last spring".to_owned(), vec![1.0, 0.05]),
+        ("The dog days of summer were hot and humid".to_owned(), vec![0.0, 1.0]),
+    ])
+    .expect("vectors");
+    let mut settings = Settings::for_profile(soulmem::Profile::Default);
+    settings.hybrid_fusion = soulmem::read::vector::HybridFusion::MinMax;
+    let mem = Memory::builder()
+        .settings(settings)
+        .embedder(Arc::new(emb))
+        .open_in_memory()
+        .expect("open");
+    let p = mem
+        .remember(&Remember::new("semantic", "I adopted a puppy from the shelter last spring"))
+        .expect("p");
+    mem.remember(&Remember::new("semantic", "The dog days of summer were hot and humid"))
+        .expect("s");
+    let mut q = RecallQuery::new("Tell me about my dog");
+    q.explain = true;
+    let r = mem.recall(&q).expect("recall");
+    let c = r.trace.candidates.iter().find(|c| c.id == p).expect("traced");
+    assert!(c.score.as_ref().is_some_and(|s| s.spread > 0.0), "{c:?}");
 }
 
 #[test]

@@ -52,7 +52,7 @@ impl fmt::Debug for dyn Embedder {
 }
 
 /// Default weight λ of the vector side in hybrid recall (see [`HybridFusion`]).
-pub const HYBRID_WEIGHT: f64 = 0.5;
+pub const HYBRID_WEIGHT: f64 = 0.3;
 
 /// Default number of vector candidates merged into the recall pool (at least the
 /// limit is always taken).
