@@ -31,8 +31,10 @@ pub use model::{
     Visibility,
 };
 pub use profile::Profile;
+pub use read::smart::CognitiveEngine;
+pub use read::vector::{Embedder, HashingEmbedder, PrecomputedEmbedder, TfIdfEmbedder};
 pub use read::{Recall, RecallQuery, RecallTrace};
-pub use write::lifecycle::{ForgetReport, Remember};
+pub use write::lifecycle::{EntityForgetReport, ForgetReport, Remember, Supersede};
 
 /// The domain used when none is given.
 pub const DEFAULT_DOMAIN: &str = "default";

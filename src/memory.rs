@@ -8,6 +8,8 @@ use crate::Profile;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::model::{CoreMemory, MemoryEntry, MemoryType, Timestamp};
+use crate::read::smart::CognitiveEngine;
+use crate::read::vector::Embedder;
 use crate::storage::{Reader, Store, Writer, meta_keys, schema};
 
 /// Engine settings. Defaults follow soul-protocol's `MemorySettings` where they
@@ -32,6 +34,22 @@ pub struct Settings {
     pub durable: bool,
     /// The soul's core values (goal relevance in the significance gate). Default: none.
     pub core_values: Vec<String>,
+    /// Rerank recall results with the cognitive engine (smart recall) unless a query
+    /// says otherwise ([`crate::RecallQuery::smart`]). Needs
+    /// [`MemoryBuilder::cognitive_engine`]. Default: false, as in soul-protocol.
+    pub smart_recall_enabled: bool,
+    /// How long smart recall waits for the engine before keeping the heuristic order.
+    /// Default: 30 s.
+    pub smart_recall_timeout: std::time::Duration,
+    /// Weight λ of vector similarity in hybrid recall, 0 to 1 (default
+    /// [`crate::read::vector::HYBRID_WEIGHT`]); 0 ranks by text alone while still
+    /// adding vector candidates.
+    pub hybrid_weight: f64,
+    /// How hybrid recall combines text and vectors (default rank fusion).
+    pub hybrid_fusion: crate::read::vector::HybridFusion,
+    /// Vector candidates merged into the pool per recall (default
+    /// [`crate::read::vector::VECTOR_CANDIDATES`]; never fewer than the limit).
+    pub vector_candidates: usize,
 }
 
 impl Settings {
@@ -50,6 +68,11 @@ impl Settings {
             bond_threshold: 30.0,
             durable: true,
             core_values: Vec::new(),
+            smart_recall_enabled: false,
+            smart_recall_timeout: std::time::Duration::from_secs(30),
+            hybrid_weight: crate::read::vector::HYBRID_WEIGHT,
+            hybrid_fusion: crate::read::vector::HybridFusion::Rrf,
+            vector_candidates: crate::read::vector::VECTOR_CANDIDATES,
         }
     }
 }
@@ -62,6 +85,8 @@ pub struct MemoryBuilder {
     clock: Arc<dyn Clock>,
     cache_bytes: Option<usize>,
     check_integrity: bool,
+    embedder: Option<Arc<dyn Embedder>>,
+    engine: Option<Arc<dyn CognitiveEngine>>,
 }
 
 impl Default for MemoryBuilder {
@@ -72,6 +97,8 @@ impl Default for MemoryBuilder {
             clock: Arc::new(SystemClock),
             cache_bytes: None,
             check_integrity: false,
+            embedder: None,
+            engine: None,
         }
     }
 }
@@ -114,6 +141,24 @@ impl MemoryBuilder {
     #[must_use]
     pub fn check_integrity_on_open(mut self, check: bool) -> Self {
         self.check_integrity = check;
+        self
+    }
+
+    /// The embedder (default: none). With one, every entry written gets its content's
+    /// vector stored, and the default profile's recall adds vector candidates and
+    /// fuses their similarity with text relevance (hybrid recall). Use the same
+    /// embedder every time a store is opened: vectors of another dimension are
+    /// ignored, vectors of another model of the same dimension are meaningless.
+    #[must_use]
+    pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// The cognitive engine smart recall asks to rerank candidates (default: none).
+    #[must_use]
+    pub fn cognitive_engine(mut self, engine: Arc<dyn CognitiveEngine>) -> Self {
+        self.engine = Some(engine);
         self
     }
 
@@ -161,7 +206,14 @@ impl MemoryBuilder {
     fn finish(self, store: Store) -> Memory {
         let profile = store.profile();
         let settings = self.settings.unwrap_or_else(|| Settings::for_profile(profile));
-        Memory { store, clock: self.clock, settings, pool: std::sync::OnceLock::new() }
+        Memory {
+            store,
+            clock: self.clock,
+            settings,
+            pool: std::sync::OnceLock::new(),
+            embedder: self.embedder,
+            engine: self.engine,
+        }
     }
 }
 
@@ -175,6 +227,8 @@ pub struct Memory {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) settings: Settings,
     pub(crate) pool: std::sync::OnceLock<Option<rayon::ThreadPool>>,
+    pub(crate) embedder: Option<Arc<dyn Embedder>>,
+    pub(crate) engine: Option<Arc<dyn CognitiveEngine>>,
 }
 
 impl Memory {
@@ -218,8 +272,51 @@ impl Memory {
         self.clock.now()
     }
 
+    /// The embedder, if the store was opened with one.
+    #[must_use]
+    pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.embedder.as_ref()
+    }
+
+    /// Runs `f` in one write transaction. With an embedder, every entry `f` inserted
+    /// (docnos are handed out in order, so they are the new docnos still present)
+    /// gets its vector stored in the same transaction.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Writer<'_>) -> Result<T>) -> Result<T> {
-        self.store.write(self.settings.durable, f)
+        self.store.write(self.settings.durable, |w| {
+            let first = w.stats().next_docno;
+            let out = f(w)?;
+            if let Some(emb) = &self.embedder {
+                let end = w.stats().next_docno;
+                crate::read::vector::embed_docnos(w, emb.as_ref(), first..end)?;
+            }
+            Ok(out)
+        })
+    }
+
+    /// Embeds every memory that has no stored vector yet (after adding an embedder to
+    /// an existing store). Returns how many vectors were stored.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] without an embedder, the embedder's errors, storage
+    /// errors.
+    pub fn embed_missing(&self) -> Result<u64> {
+        let Some(emb) = self.embedder.clone() else {
+            return Err(Error::InvalidInput("the memory has no embedder".into()));
+        };
+        let missing: Vec<u64> = {
+            let r = self.read()?;
+            let mut out = Vec::new();
+            for row in r.docs.range::<u64>(..)? {
+                let d = row?.0.value();
+                if crate::read::vector::vector_of(&r, d)?.is_none() {
+                    out.push(d);
+                }
+            }
+            out
+        };
+        self.store.write(self.settings.durable, |w| {
+            crate::read::vector::embed_docnos(w, emb.as_ref(), missing)
+        })
     }
 
     /// Runs `f` on soulmem's own rayon pool (one thread per core), or inline when the
@@ -291,7 +388,12 @@ impl Memory {
     pub fn update(&self, entry: MemoryEntry) -> Result<()> {
         self.write(|w| {
             let docno = w.docno_of(&entry.id)?.ok_or_else(|| Error::NotFound(entry.id.clone()))?;
-            w.replace(docno, entry)
+            let changed = w.get(docno)?.is_none_or(|old| old.content != entry.content);
+            w.replace(docno, entry)?;
+            if changed && let Some(emb) = &self.embedder {
+                crate::read::vector::embed_docnos(w, emb.as_ref(), [docno])?;
+            }
+            Ok(())
         })
     }
 

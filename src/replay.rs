@@ -22,6 +22,45 @@ pub struct ReplayStats {
     pub errors: u64,
 }
 
+/// Options of a replay store beyond its profile.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayOptions {
+    /// An embedder for hybrid recall.
+    pub embedder: Option<Arc<dyn crate::Embedder>>,
+    /// The hybrid fusion weight (default [`crate::read::vector::HYBRID_WEIGHT`]).
+    pub hybrid_weight: Option<f64>,
+    /// The hybrid fusion (default rank fusion).
+    pub hybrid_fusion: Option<crate::read::vector::HybridFusion>,
+    /// Vector candidates per recall.
+    pub vector_candidates: Option<usize>,
+}
+
+impl ReplayOptions {
+    fn builder(
+        &self,
+        profile: Profile,
+        clock: Arc<FixedClock>,
+        durable: bool,
+    ) -> crate::MemoryBuilder {
+        let mut settings = crate::Settings::for_profile(profile);
+        settings.durable = durable;
+        if let Some(w) = self.hybrid_weight {
+            settings.hybrid_weight = w;
+        }
+        if let Some(f) = self.hybrid_fusion {
+            settings.hybrid_fusion = f;
+        }
+        if let Some(n) = self.vector_candidates {
+            settings.vector_candidates = n;
+        }
+        let mut b = Memory::builder().profile(profile).settings(settings).clock(clock);
+        if let Some(e) = &self.embedder {
+            b = b.embedder(Arc::clone(e));
+        }
+        b
+    }
+}
+
 /// A memory and the fixed clock replay drives.
 #[derive(Debug)]
 pub struct Replayer {
@@ -79,8 +118,16 @@ impl Replayer {
     /// # Errors
     /// If the store cannot be created.
     pub fn in_memory(profile: Profile) -> Result<Self> {
+        Self::in_memory_with(profile, &ReplayOptions::default())
+    }
+
+    /// A replayer on an in-memory store of `profile`, with `opts`.
+    ///
+    /// # Errors
+    /// If the store cannot be created.
+    pub fn in_memory_with(profile: Profile, opts: &ReplayOptions) -> Result<Self> {
         let clock = Arc::new(FixedClock::new(chrono::DateTime::UNIX_EPOCH.naive_utc()));
-        let mem = Memory::builder().profile(profile).clock(clock.clone()).open_in_memory()?;
+        let mem = opts.builder(profile, clock.clone(), true).open_in_memory()?;
         Ok(Self { mem, clock })
     }
 
@@ -89,14 +136,20 @@ impl Replayer {
     /// # Errors
     /// If the store cannot be opened.
     pub fn open(path: &std::path::Path, profile: Profile) -> Result<Self> {
+        Self::open_with(path, profile, &ReplayOptions::default())
+    }
+
+    /// A replayer on the store file at `path` (not durable), with `opts`.
+    ///
+    /// # Errors
+    /// If the store cannot be opened.
+    pub fn open_with(
+        path: &std::path::Path,
+        profile: Profile,
+        opts: &ReplayOptions,
+    ) -> Result<Self> {
         let clock = Arc::new(FixedClock::new(chrono::DateTime::UNIX_EPOCH.naive_utc()));
-        let mut settings = crate::Settings::for_profile(profile);
-        settings.durable = false;
-        let mem = Memory::builder()
-            .profile(profile)
-            .settings(settings)
-            .clock(clock.clone())
-            .open(path)?;
+        let mem = opts.builder(profile, clock.clone(), false).open(path)?;
         Ok(Self { mem, clock })
     }
 

@@ -39,6 +39,12 @@ pub struct RecallQuery {
     /// Record why each candidate was kept or dropped (default false; cheap either
     /// way for the returned memories).
     pub explain: bool,
+    /// Fuse vector similarity into ranking when the memory has an embedder (default
+    /// true; without an embedder this changes nothing).
+    pub hybrid: bool,
+    /// Smart recall (rerank by the cognitive engine) for this call: `None` follows
+    /// [`crate::Settings::smart_recall_enabled`].
+    pub smart: Option<bool>,
 }
 
 impl RecallQuery {
@@ -59,6 +65,8 @@ impl RecallQuery {
             include_superseded: false,
             progressive: false,
             explain: false,
+            hybrid: true,
+            smart: None,
         }
     }
 }
@@ -116,6 +124,8 @@ pub struct RecallTrace {
     pub candidates: Vec<TraceEntry>,
     /// Postings read (a measure of work).
     pub postings_read: u64,
+    /// Stored vectors scanned (hybrid recall).
+    pub vectors_read: u64,
     /// Rerank decisions (smart recall).
     pub rerank: Vec<String>,
 }

@@ -12,6 +12,7 @@ use super::activation::{
 use super::candidates::{self, Candidate, Term};
 use super::filters;
 use super::query::{Recall, RecallQuery, RecallTrace, ScoreParts, TraceEntry};
+use super::vector::{self, HybridFusion};
 use crate::error::Result;
 use crate::memory::Memory;
 use crate::model::{MemoryEntry, time};
@@ -111,6 +112,8 @@ pub fn activation(info: &DocInfo, spread: f64, now_us: i64) -> ScoreParts {
 struct Pooled {
     cand: Candidate,
     source: String,
+    /// Cosine similarity to the query (hybrid recall, when both have a vector).
+    cos: Option<f32>,
 }
 
 /// Graph nodes named in the query (whole words, one to three words long), without
@@ -136,8 +139,81 @@ fn query_entities(r: &Reader, query: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// Reciprocal-rank constant of [`HybridFusion::Rrf`] (the customary 60).
+const RRF_K: f64 = 60.0;
+
+/// How a pool's text relevance is scaled and, for [`HybridFusion::MinMax`], fused
+/// with vector similarity.
+struct Fusion {
+    kind: HybridFusion,
+    lambda: f64,
+    max_bm25: f64,
+    min_cos: f64,
+    max_cos: f64,
+}
+
+impl Fusion {
+    fn new(pool: &[Pooled], kind: HybridFusion, lambda: f64) -> Self {
+        let max_bm25 = pool.iter().map(|p| p.cand.bm25).fold(0.0_f64, f64::max);
+        let cos: Vec<f64> = pool.iter().filter_map(|p| p.cos).map(f64::from).collect();
+        let max_cos = cos.iter().copied().fold(0.0_f64, f64::max);
+        let min_cos = cos.iter().copied().fold(max_cos, f64::min);
+        Self { kind, lambda, max_bm25, min_cos, max_cos }
+    }
+
+    /// Relevance of a candidate in 0..=1: BM25 over the pool's best, fused with its
+    /// min-max scaled similarity under [`HybridFusion::MinMax`] when it has a vector;
+    /// graph-only candidates get at least a fixed share.
+    fn spread(&self, p: &Pooled) -> f64 {
+        let text = if self.max_bm25 > 0.0 { p.cand.bm25 / self.max_bm25 } else { 0.0 };
+        let l = self.lambda;
+        let spread = match (p.cos.map(f64::from), self.kind) {
+            (Some(c), HybridFusion::MinMax) if self.max_cos > self.min_cos => {
+                (1.0 - l) * text + l * (c - self.min_cos) / (self.max_cos - self.min_cos)
+            }
+            _ => text,
+        };
+        if p.source.starts_with("graph:") { spread.max(0.25) } else { spread }
+    }
+
+    fn score(&self, p: &Pooled, now_us: i64) -> ScoreParts {
+        let mut parts = activation(&p.cand.info, self.spread(p), now_us);
+        parts.vector = p.cos.map_or(0.0, f64::from);
+        parts
+    }
+}
+
+/// Reorders `scored` (sorted by activation, best first) by reciprocal rank fusion
+/// with the vector ranking of the same pool: `(1-λ)/(k + activation rank) +
+/// λ/(k + similarity rank)`, a candidate without a vector getting only the first
+/// part. Ties keep the activation order.
+fn rank_fuse(scored: &mut Vec<(ScoreParts, usize)>, pool: &[Pooled], lambda: f64) {
+    let mut by_cos: Vec<(f32, usize)> = scored
+        .iter()
+        .enumerate()
+        .filter_map(|(pos, (_, i))| pool[*i].cos.map(|c| (c, pos)))
+        .collect();
+    by_cos.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut fused: Vec<f64> =
+        (0..scored.len()).map(|pos| (1.0 - lambda) / (RRF_K + pos as f64 + 1.0)).collect();
+    for (rank, (_, pos)) in by_cos.into_iter().enumerate() {
+        fused[pos] += lambda / (RRF_K + rank as f64 + 1.0);
+    }
+    let mut order: Vec<usize> = (0..scored.len()).collect();
+    order.sort_by(|a, b| fused[*b].total_cmp(&fused[*a]).then(a.cmp(b)));
+    let old = std::mem::take(scored);
+    let mut slots: Vec<Option<(ScoreParts, usize)>> = old.into_iter().map(Some).collect();
+    scored.extend(order.into_iter().filter_map(|pos| slots[pos].take()));
+}
+
 impl Memory {
     pub(crate) fn recall_default(&self, q: &RecallQuery) -> Result<Recall> {
+        self.recall_default_with(q, true)
+    }
+
+    /// The default recall; `touch` records the access on the returned memories (smart
+    /// recall touches only the ones it keeps).
+    pub(crate) fn recall_default_with(&self, q: &RecallQuery, touch: bool) -> Result<Recall> {
         let now = self.now();
         let now_us = time::to_micros(&now);
         let threshold = self.settings.bond_threshold;
@@ -149,6 +225,7 @@ impl Memory {
         let want = if q.progressive { q.limit.saturating_mul(2) } else { q.limit };
         let pool_size = want.saturating_mul(4).max(40);
         let mut dropped: Vec<TraceEntry> = Vec::new();
+        let stage = std::cell::Cell::new("text");
         let mut accept = |_: u64, info: &DocInfo| match filters::rejects(q, info, threshold) {
             None => true,
             Some(why) => {
@@ -156,7 +233,7 @@ impl Memory {
                     dropped.push(TraceEntry {
                         id: info.id.clone(),
                         layer: info.layer.clone(),
-                        source: "text".into(),
+                        source: stage.get().into(),
                         bm25: 0.0,
                         dropped_by: Some(why.to_owned()),
                         score: None,
@@ -168,10 +245,47 @@ impl Memory {
         };
         let (text, read) = candidates::top_k(&r, &stats, pool_size, &mut accept)?;
         trace.postings_read += read;
-        let mut pool: Vec<Pooled> =
-            text.into_iter().map(|c| Pooled { cand: c, source: "text".into() }).collect();
+        let mut pool: Vec<Pooled> = text
+            .into_iter()
+            .map(|c| Pooled { cand: c, source: "text".into(), cos: None })
+            .collect();
         let mut in_pool: HashMap<u64, usize> =
             pool.iter().enumerate().map(|(i, p)| (p.cand.docno, i)).collect();
+
+        // Vector candidates: the most similar stored vectors that pass the filters.
+        let qvec = match (&self.embedder, q.hybrid) {
+            (Some(emb), true) => vector::embed_normalized(emb.as_ref(), &q.query)?,
+            _ => None,
+        };
+        if let Some(qv) = &qvec {
+            stage.set("vector");
+            let (hits, read) = vector::scan(self, &r, qv)?;
+            trace.vectors_read += read;
+            let wanted = self.settings.vector_candidates.max(want);
+            let mut taken = 0;
+            for (docno, cos) in hits {
+                if taken >= wanted {
+                    break;
+                }
+                if let Some(&i) = in_pool.get(&docno) {
+                    pool[i].cos = Some(cos);
+                    taken += 1;
+                    continue;
+                }
+                let Some(info) = r.docinfo(docno)? else { continue };
+                if !accept(docno, &info) {
+                    continue;
+                }
+                taken += 1;
+                in_pool.insert(docno, pool.len());
+                pool.push(Pooled {
+                    cand: Candidate { docno, bm25: 0.0, info },
+                    source: "vector".into(),
+                    cos: Some(cos),
+                });
+            }
+        }
+        stage.set("graph");
 
         // Graph expansion: memories about entities related to the ones named.
         let named = query_entities(&r, &q.query)?;
@@ -217,28 +331,36 @@ impl Memory {
                     continue;
                 }
                 in_pool.insert(c.docno, pool.len());
-                pool.push(Pooled { cand: c, source: format!("graph:{ent}") });
+                pool.push(Pooled { cand: c, source: format!("graph:{ent}"), cos: None });
+            }
+        }
+
+        // Candidates the vector scan did not reach: their own similarity.
+        if let Some(qv) = &qvec {
+            for p in pool.iter_mut().filter(|p| p.cos.is_none()) {
+                p.cos = vector::vector_of(&r, p.cand.docno)?
+                    .filter(|v| v.len() == qv.len())
+                    .map(|v| vector::dot(qv, &v));
             }
         }
 
         // Rank in parallel on soulmem's pool; ties broken by id for determinism.
-        let max_bm25 = pool.iter().map(|p| p.cand.bm25).fold(0.0_f64, f64::max);
+        let fusion = Fusion::new(
+            &pool,
+            self.settings.hybrid_fusion,
+            self.settings.hybrid_weight.clamp(0.0, 1.0),
+        );
         let mut scored: Vec<(ScoreParts, usize)> = self.install(|| {
-            pool.par_iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let spread = if max_bm25 > 0.0 { p.cand.bm25 / max_bm25 } else { 0.0 };
-                    // Graph-only candidates get a fixed share of relevance.
-                    let spread = if p.source == "text" { spread } else { spread.max(0.25) };
-                    (activation(&p.cand.info, spread, now_us), i)
-                })
-                .collect()
+            pool.par_iter().enumerate().map(|(i, p)| (fusion.score(p, now_us), i)).collect()
         });
         scored.sort_by(|a, b| {
             b.0.total
                 .total_cmp(&a.0.total)
                 .then_with(|| pool[a.1].cand.info.id.cmp(&pool[b.1].cand.info.id))
         });
+        if qvec.is_some() && fusion.kind == HybridFusion::Rrf {
+            rank_fuse(&mut scored, &pool, fusion.lambda);
+        }
         scored.truncate(want);
 
         // Load the winners, then record the access.
@@ -275,14 +397,13 @@ impl Memory {
             let returned: BTreeSet<usize> = scored.iter().map(|s| s.1).collect();
             for (i, p) in pool.iter().enumerate() {
                 if !returned.contains(&i) {
-                    let spread = if max_bm25 > 0.0 { p.cand.bm25 / max_bm25 } else { 0.0 };
                     trace.candidates.push(TraceEntry {
                         id: p.cand.info.id.clone(),
                         layer: p.cand.info.layer.clone(),
                         source: p.source.clone(),
                         bm25: p.cand.bm25,
                         dropped_by: Some("rank".into()),
-                        score: Some(activation(&p.cand.info, spread, now_us)),
+                        score: Some(fusion.score(p, now_us)),
                         rank: None,
                     });
                 }
@@ -291,9 +412,11 @@ impl Memory {
         }
         drop(r);
         out.trace = trace;
-        self.touch(&touched, now)?;
-        for m in out.memories.iter_mut().take(q.limit) {
-            bump_access(m, now, self.settings.access_history_cap);
+        if touch {
+            self.touch(&touched, now)?;
+            for m in out.memories.iter_mut().take(q.limit) {
+                bump_access(m, now, self.settings.access_history_cap);
+            }
         }
         Ok(out)
     }

@@ -234,6 +234,15 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     }
     diff("importance", &exp.importance, &got_imp, p);
 
+    for (docno, len) in crate::read::vector::stored_docnos(r)? {
+        rows += 1;
+        if !exp.docs.contains_key(&docno) {
+            p.push(format!("embeddings: stray vector of docno {docno} (no such entry)"));
+        } else if len == 0 || len % 4 != 0 {
+            p.push(format!("embeddings: vector of docno {docno} is {len} bytes"));
+        }
+    }
+
     let stats: CorpusStats = r.stats();
     if stats.docs != exp.docs_count || stats.total_len != exp.total_len {
         p.push(format!(

@@ -87,8 +87,13 @@ pub const GRAPH_ADJ: TableDefinition<(&str, u64), ()> = TableDefinition::new("gr
 /// `id → general event record`.
 pub const EVENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("general_events");
 
-/// `seq → conversation archive record`.
+/// `seq → conversation archive record` (versioned postcard `ConversationArchive`).
 pub const ARCHIVES: TableDefinition<u64, &[u8]> = TableDefinition::new("archives");
+
+/// `docno → vector`: the embedding of an entry's content (little-endian `f32`s,
+/// L2-normalised), for stores built with an embedder. Optional: a store written
+/// without one may lack the table, and every row belongs to an existing docno.
+pub const EMBEDDINGS: TableDefinition<u64, &[u8]> = TableDefinition::new("embeddings");
 
 /// `seq → JSON record` of every deletion.
 pub const DELETION_AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_deletion");

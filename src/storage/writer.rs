@@ -60,6 +60,7 @@ impl<'t> Writer<'t> {
         txn.open_table(GRAPH_ADJ)?;
         txn.open_table(EVENTS)?;
         txn.open_table(ARCHIVES)?;
+        txn.open_table(EMBEDDINGS)?;
         txn.open_table(DELETION_AUDIT)?;
         txn.open_table(SUPERSEDE_AUDIT)?;
         // The remaining tables are opened (and so created) by `open`.
@@ -252,6 +253,7 @@ impl<'t> Writer<'t> {
         let keys = index_keys(&old, self.profile, context.as_deref());
         self.remove_rows(docno, &old, &keys)?;
         self.context.remove(docno)?;
+        self.txn.open_table(EMBEDDINGS)?.remove(docno)?;
         self.entry_table(&old.layer, &old.domain)?.remove(docno)?;
         self.ids.remove(old.id.as_str())?;
         Ok(Some(old))
