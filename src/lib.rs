@@ -15,6 +15,7 @@
 mod clock;
 mod error;
 pub mod formats;
+pub mod ingest;
 mod memory;
 pub mod model;
 mod profile;
@@ -42,7 +43,8 @@ pub const DEFAULT_DOMAIN: &str = "default";
 pub const MAX_CONTENT_BYTES: usize = 1 << 20;
 
 // ---- formats and the rest of the memory model (re-exports) ----
-pub use formats::{MemoryDump, SoulDocument};
+pub use formats::{ImportReport, MemoryDump, SoulDocument};
+pub use storage::rebuild::RebuildReport;
 pub use model::{
     ConversationArchive, CoreMemory, Edge, GeneralEvent, Interaction, KnowledgeGraph,
     MemorySettings, Participant, SelfImage, SelfModel,

@@ -35,7 +35,7 @@ pub struct Writer<'t> {
     pub(crate) importance: Table<'t, (Str, u8, i64, u64), ()>,
     pub(crate) layer_order: Table<'t, (Str, u64), ()>,
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
-    stats: CorpusStats,
+    pub(super) stats: CorpusStats,
 }
 
 fn new_id() -> String {
@@ -233,7 +233,7 @@ impl<'t> Writer<'t> {
         Ok(Some(old))
     }
 
-    fn add_rows(&mut self, docno: u64, e: &MemoryEntry, keys: &IndexKeys) -> Result<()> {
+    pub(super) fn add_rows(&mut self, docno: u64, e: &MemoryEntry, keys: &IndexKeys) -> Result<()> {
         let info = DocInfo::from_entry(e, keys.doc_len);
         self.docs.insert(docno, encode(&info)?.as_slice())?;
         for (tok, tf) in &keys.tokens {
@@ -302,7 +302,7 @@ impl<'t> Writer<'t> {
         Ok(())
     }
 
-    /// Removes every entry table that is empty (called by rebuilds and restores).
+    /// Names of every entry table (`mem:{layer}:{domain}`) in the store.
     pub fn entry_table_names(&self) -> Result<Vec<String>> {
         use redb::TableHandle;
         Ok(self
