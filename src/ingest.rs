@@ -8,13 +8,13 @@
 
 use serde_json::{Map, Value};
 
+use crate::DEFAULT_DOMAIN;
 use crate::error::{Error, Result};
 use crate::memory::Memory;
 use crate::model::{Timestamp, Visibility, time};
 use crate::storage::{Writer, meta_keys, schema};
 use crate::write::lifecycle::{self, Remember};
 use crate::write::observe::{ObserveOptions, observe_in};
-use crate::DEFAULT_DOMAIN;
 
 /// One scenario op as ingest sees it.
 #[derive(Debug, Clone)]

@@ -44,8 +44,8 @@ pub const MAX_CONTENT_BYTES: usize = 1 << 20;
 
 // ---- formats and the rest of the memory model (re-exports) ----
 pub use formats::{ImportReport, MemoryDump, SoulDocument};
-pub use storage::rebuild::RebuildReport;
 pub use model::{
     ConversationArchive, CoreMemory, Edge, GeneralEvent, Interaction, KnowledgeGraph,
     MemorySettings, Participant, SelfImage, SelfModel,
 };
+pub use storage::rebuild::RebuildReport;

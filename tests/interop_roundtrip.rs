@@ -4,9 +4,9 @@
 mod formats_common;
 
 use formats_common::*;
+use redb::ReadableTable;
 use serde_json::Value;
 use soulmem::formats::{self, MemoryDump, WriteOptions, read_dir, read_soul, write_soul};
-use redb::ReadableTable;
 use soulmem::{Memory, MemoryEntry, MemoryType};
 
 fn rich_dump() -> MemoryDump {
@@ -29,7 +29,10 @@ fn rich_memory_json_is_json_equal_after_restore_and_dump() {
     let rep = mem.import_dump(&rich_dump(), false, &mut |_| {}).unwrap();
     assert_eq!(rep.entries, 164);
     assert_eq!(rep.layers["projects"], 3);
-    assert_eq!((rep.graph_nodes, rep.graph_edges, rep.general_events, rep.archives), (32, 15, 2, 2));
+    assert_eq!(
+        (rep.graph_nodes, rep.graph_edges, rep.general_events, rep.archives),
+        (32, 15, 2, 2)
+    );
     let out = mem.export_dump(&mut |_| {}).unwrap();
     assert_eq!(serde_json::to_value(&out).unwrap(), input);
     // Byte-identical too (the sample adds a final newline).

@@ -332,7 +332,8 @@ impl Memory {
     ) -> Result<ImportReport> {
         let plan = plan(dump)?;
         let before = self.count()?;
-        let mut report = ImportReport { replaced: if replace { before } else { 0 }, ..Default::default() };
+        let mut report =
+            ImportReport { replaced: if replace { before } else { 0 }, ..Default::default() };
         self.store.write_cleared(self.settings.durable, replace, |w| {
             if !replace && !store_is_empty(w)? {
                 return Err(Error::InvalidInput(
@@ -414,9 +415,9 @@ impl Memory {
 fn reference_order(layer: &str, entries: &mut [MemoryEntry]) {
     match layer {
         "episodic" => entries.sort_by(|a, b| b.created_at.cmp(&a.created_at)),
-        "semantic" | "procedural" | "social" => entries.sort_by(|a, b| {
-            (b.importance, b.created_at).cmp(&(a.importance, a.created_at))
-        }),
+        "semantic" | "procedural" | "social" => {
+            entries.sort_by(|a, b| (b.importance, b.created_at).cmp(&(a.importance, a.created_at)))
+        }
         _ => {}
     }
 }
