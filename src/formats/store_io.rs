@@ -25,6 +25,7 @@ use crate::model::{
     MemorySettings, SelfModel, time,
 };
 use crate::storage::graph::EdgeRecord;
+use crate::storage::keys::{IndexKeys, index_keys};
 use crate::storage::{Reader, Writer, decode, encode, meta_keys, schema};
 
 /// What an import stored.
@@ -200,7 +201,32 @@ fn edge_from_record(r: EdgeRecord) -> Result<Edge> {
 }
 
 /// Writes the memory part of a dump into `w` (which must be empty).
+/// Entries per bulk-load step of an import.
+const BULK_CHUNK: usize = 50_000;
+
+fn bulk(
+    mem: &Memory,
+    w: &mut Writer<'_>,
+    chunk: &mut Vec<MemoryEntry>,
+    report: &mut ImportReport,
+    progress: &mut dyn FnMut(u64),
+) -> Result<()> {
+    use rayon::prelude::*;
+    if chunk.is_empty() {
+        return Ok(());
+    }
+    let profile = w.profile();
+    let entries = std::mem::take(chunk);
+    let keys: Vec<IndexKeys> =
+        mem.install(|| entries.par_iter().map(|e| index_keys(e, profile)).collect());
+    report.entries += entries.len() as u64;
+    w.insert_many(entries, &keys)?;
+    progress(report.entries);
+    Ok(())
+}
+
 fn load_dump(
+    mem: &Memory,
     w: &mut Writer<'_>,
     dump: &MemoryDump,
     plan: &Plan<'_>,
@@ -216,7 +242,9 @@ fn load_dump(
         w.graph_push_edge(&edge_record(e)?)?;
         report.graph_edges += 1;
     }
-    // Entries, layer by layer, in the order given (docnos follow it).
+    // Entries, layer by layer, in the order given (docnos follow it), in chunks
+    // bulk-loaded with index keys computed in parallel.
+    let mut chunk: Vec<MemoryEntry> = Vec::with_capacity(BULK_CHUNK);
     for (layer, list) in &plan.layers {
         for e in *list {
             let mut e = e.clone();
@@ -228,14 +256,14 @@ fn load_dump(
             if e.id.is_empty() {
                 report.fresh_ids += 1;
             }
-            w.insert(e)?;
-            report.entries += 1;
+            chunk.push(e);
             *report.layers.entry((*layer).to_owned()).or_default() += 1;
-            if report.entries % 10_000 == 0 {
-                progress(report.entries);
+            if chunk.len() == BULK_CHUNK {
+                bulk(mem, w, &mut chunk, report, progress)?;
             }
         }
     }
+    bulk(mem, w, &mut chunk, report, progress)?;
     {
         let mut t = w.txn().open_table(schema::EVENTS)?;
         for (seq, ev) in dump.general_events.iter().enumerate() {
@@ -340,7 +368,7 @@ impl Memory {
                     "the store is not empty; restore with replace to overwrite it".into(),
                 ));
             }
-            load_dump(w, dump, &plan, &mut report, progress)?;
+            load_dump(self, w, dump, &plan, &mut report, progress)?;
             if let Some((extras, settings)) = extras {
                 w.meta_put(meta_keys::SOUL_EXTRAS, extras)?;
                 w.meta_put(meta_keys::SETTINGS, settings)?;
@@ -414,9 +442,9 @@ impl Memory {
 
 fn reference_order(layer: &str, entries: &mut [MemoryEntry]) {
     match layer {
-        "episodic" => entries.sort_by(|a, b| b.created_at.cmp(&a.created_at)),
+        "episodic" => entries.sort_by_key(|e| std::cmp::Reverse(e.created_at)),
         "semantic" | "procedural" | "social" => {
-            entries.sort_by(|a, b| (b.importance, b.created_at).cmp(&(a.importance, a.created_at)))
+            entries.sort_by_key(|e| std::cmp::Reverse((e.importance, e.created_at)))
         }
         _ => {}
     }
