@@ -70,6 +70,7 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     // Parse everything before the store is touched.
     let input = read_input(&args.input, args.password_env.as_deref())
         .with_context(|| format!("reading {}", args.input.display()))?;
+    let read_secs = start.elapsed().as_secs_f64();
     let existed = path.exists();
     let result = (|| -> anyhow::Result<ImportReport> {
         let mem = Memory::open(&path).with_context(|| format!("opening {}", path.display()))?;
@@ -99,7 +100,7 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     let layers: Vec<String> = rep.layers.iter().map(|(l, n)| format!("{l} {n}")).collect();
     eprintln!(
         "restored {} memories ({}), {} graph nodes, {} edges, {} general events, {} archives \
-         into {} in {:.2} s{}",
+         into {} in {:.2} s (reading {read_secs:.2} s){}",
         rep.entries,
         layers.join(", "),
         rep.graph_nodes,
