@@ -233,30 +233,32 @@ impl<'t> Writer<'t> {
             self.stats.docs += 1;
             self.stats.total_len += u64::from(k.doc_len);
         }
-        let mut postings: Vec<(&str, u64, u32)> = Vec::new();
-        let mut terms: HashMap<&str, u64> = HashMap::new();
+        // Postings grouped by token (docnos ascend within each group): the table is
+        // written in key order without sorting millions of tuples, and the term
+        // counts fall out of the group sizes.
+        let mut postings: HashMap<&str, Vec<(u64, u32)>> = HashMap::new();
         for ((_, k), &d) in rows.clone() {
             for (t, tf) in &k.tokens {
-                postings.push((t.as_str(), d, *tf));
-                *terms.entry(t.as_str()).or_default() += 1;
+                postings.entry(t.as_str()).or_default().push((d, *tf));
             }
         }
-        postings.sort_unstable();
-        for (t, d, tf) in postings {
-            self.postings.insert((t, d), tf)?;
+        let mut postings: Vec<(&str, Vec<(u64, u32)>)> = postings.into_iter().collect();
+        postings.sort_unstable_by_key(|(t, _)| *t);
+        for (t, list) in &postings {
+            for &(d, tf) in list {
+                self.postings.insert((*t, d), tf)?;
+            }
         }
-        let mut terms: Vec<(&str, u64)> = terms.into_iter().collect();
-        terms.sort_unstable();
-        for (t, n) in terms {
+        for (t, list) in &postings {
             let cur = query::counter(&self.terms, t)?;
-            self.terms.insert(t, cur + n)?;
+            self.terms.insert(*t, cur + list.len() as u64)?;
         }
+        drop(postings);
         let parts: Vec<String> = entries
             .iter()
             .map(|e| schema::fact_partition(e.user_id.as_deref(), &e.domain))
             .collect();
-        let mut ftok: Vec<(&str, &str, u64)> = Vec::new();
-        let mut fterms: HashMap<(&str, &str), u64> = HashMap::new();
+        let mut ftok: HashMap<(&str, &str), Vec<u64>> = HashMap::new();
         let mut slots: Vec<(&str, &str, &str, u64)> = Vec::new();
         let mut attrs: Vec<(&str, &str, &str, u64)> = Vec::new();
         let mut ents: Vec<(&str, u64)> = Vec::new();
@@ -265,8 +267,7 @@ impl<'t> Writer<'t> {
         let mut order: Vec<(&str, u64)> = Vec::new();
         for (((e, k), &d), part) in rows.clone().zip(&parts) {
             for t in &k.fact_tokens {
-                ftok.push((part.as_str(), t.as_str(), d));
-                *fterms.entry((part.as_str(), t.as_str())).or_default() += 1;
+                ftok.entry((part.as_str(), t.as_str())).or_default().push(d);
             }
             let user = e.user_id.as_deref().unwrap_or("");
             for sl in &k.slots {
@@ -284,16 +285,18 @@ impl<'t> Writer<'t> {
             imp.push((e.layer.as_str(), e.importance, time::to_micros(&e.created_at), d));
             order.push((e.layer.as_str(), d));
         }
-        ftok.sort_unstable();
-        for k in ftok {
-            self.fact_tokens.insert(k, ())?;
+        let mut ftok: Vec<((&str, &str), Vec<u64>)> = ftok.into_iter().collect();
+        ftok.sort_unstable_by_key(|(k, _)| *k);
+        for ((part, t), list) in &ftok {
+            for &d in list {
+                self.fact_tokens.insert((*part, *t, d), ())?;
+            }
         }
-        let mut fterms: Vec<((&str, &str), u64)> = fterms.into_iter().collect();
-        fterms.sort_unstable();
-        for (k, n) in fterms {
-            let cur = self.fact_terms.get(k)?.map_or(0, |v| v.value());
-            self.fact_terms.insert(k, cur + n)?;
+        for (k, list) in &ftok {
+            let cur = self.fact_terms.get(*k)?.map_or(0, |v| v.value());
+            self.fact_terms.insert(*k, cur + list.len() as u64)?;
         }
+        drop(ftok);
         slots.sort_unstable();
         for k in slots {
             self.prefixes.insert(k, ())?;

@@ -21,6 +21,10 @@ pub struct Args {
     /// when stdin is a terminal).
     #[arg(long, value_name = "VAR")]
     password_env: Option<String>,
+    /// redb page cache for the restore, in MiB: a cache smaller than the store
+    /// makes a big restore re-read pages it wrote.
+    #[arg(long, default_value_t = 4096)]
+    cache_mb: usize,
 }
 
 enum Input {
@@ -73,7 +77,10 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     let read_secs = start.elapsed().as_secs_f64();
     let existed = path.exists();
     let result = (|| -> anyhow::Result<ImportReport> {
-        let mem = Memory::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        let mem = Memory::builder()
+            .cache_bytes(args.cache_mb << 20)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
         let total = match &input {
             Input::Soul(d) => d.memory.entry_count(),
             Input::Dump(d) => d.entry_count(),
