@@ -14,6 +14,7 @@
 mod clock;
 mod error;
 pub mod formats;
+pub mod ingest;
 mod memory;
 pub mod model;
 mod profile;
@@ -43,8 +44,9 @@ pub const DEFAULT_DOMAIN: &str = "default";
 pub const MAX_CONTENT_BYTES: usize = 1 << 20;
 
 // ---- formats and the rest of the memory model (re-exports) ----
-pub use formats::{MemoryDump, SoulDocument};
+pub use formats::{ImportReport, MemoryDump, SoulDocument};
 pub use model::{
     ConversationArchive, CoreMemory, Edge, GeneralEvent, Interaction, KnowledgeGraph,
     MemorySettings, Participant, SelfImage, SelfModel,
 };
+pub use storage::rebuild::RebuildReport;

@@ -232,6 +232,19 @@ pub fn read_soul(bytes: &[u8], password: Option<&str>) -> Result<SoulDocument> {
     found.assemble(ARCHIVE)
 }
 
+/// Whether a `.soul` archive says it is password-encrypted (its manifest's
+/// `encrypted`), without decrypting anything.
+///
+/// # Errors
+/// When the bytes are not a readable zip or the manifest is not JSON.
+pub fn soul_is_encrypted(bytes: &[u8]) -> Result<bool> {
+    let mut zip = Zip::open(bytes)?;
+    match zip.read("manifest.json")? {
+        Some(m) => Ok(parse_json("manifest.json", &m)?.get("encrypted").is_some_and(truthy)),
+        None => Ok(false),
+    }
+}
+
 /// Reads a `.soul` file (at most [`MAX_ARCHIVE_BYTES`]).
 ///
 /// # Errors

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::dump::{
-    MemoryDump, coerce_ints, core_from_value, custom_layers_from_value, entries_from_value,
+    MemoryDump, coerce_ints, core_from_value, custom_layers_from_value, entries_from_slice,
     fmt_err, graph_from_value, kind, list_from_value, parse_json, self_model_from_value, to_json,
     typed,
 };
@@ -322,7 +322,7 @@ impl Found {
             let Some(files) = files else { continue };
             let mut all = Vec::new();
             for (l, b) in files {
-                all.extend(entries_from_value(&l, parse_json(&l, &b)?)?);
+                all.extend(entries_from_slice(&l, &b)?);
             }
             if let Some(t) = memory.tier_mut(super::dump::ENTRY_TIERS[i]) {
                 *t = all;
@@ -349,7 +349,7 @@ impl Found {
         for (layer, files) in self.custom_dirs {
             let mut all = Vec::new();
             for (l, b) in files {
-                all.extend(entries_from_value(&l, parse_json(&l, &b)?)?);
+                all.extend(entries_from_slice(&l, &b)?);
             }
             if !all.is_empty() {
                 memory.custom_layers.insert(layer, all);

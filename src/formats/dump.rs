@@ -308,6 +308,26 @@ pub(crate) fn entry_from_value(label: &str, mut v: Value) -> Result<MemoryEntry>
     Ok(e)
 }
 
+/// Reads a JSON array of memory entries from bytes: straight into typed entries
+/// when the input is clean (the fast path for big files), else through
+/// [`entries_from_value`] for its coercions and precise error messages.
+pub(crate) fn entries_from_slice(label: &str, bytes: &[u8]) -> Result<Vec<MemoryEntry>> {
+    if let Ok(mut list) = serde_json::from_slice::<Vec<MemoryEntry>>(bytes) {
+        let mut ok = true;
+        for e in &mut list {
+            e.normalize();
+            if e.validate().is_err() {
+                ok = false;
+                break;
+            }
+        }
+        if ok {
+            return Ok(list);
+        }
+    }
+    entries_from_value(label, parse_json(label, bytes)?)
+}
+
 /// Reads a JSON array of memory entries.
 pub(crate) fn entries_from_value(label: &str, v: Value) -> Result<Vec<MemoryEntry>> {
     let Value::Array(items) = v else {

@@ -15,14 +15,16 @@ mod archive;
 mod dir;
 mod document;
 mod dump;
+mod store_io;
 
 pub use archive::{
     MAX_ARCHIVE_BYTES, MAX_MEMBER_BYTES, MAX_MEMBERS, WriteOptions, read_soul, read_soul_file,
-    write_soul, write_soul_file,
+    soul_is_encrypted, write_soul, write_soul_file,
 };
 pub use dir::{DirLayout, choose_layout, read_dir, soul_dir_name, write_dir, write_dir_as};
 pub use document::SoulDocument;
 pub use dump::{ENTRY_TIERS, MemoryDump};
+pub use store_io::{DEFAULT_SOUL_NAME, ImportReport};
 
 /// Reads a `MemoryManager.to_dict()` JSON file (e.g. `rich.memory.json`).
 ///

@@ -12,6 +12,7 @@ pub mod graph;
 pub mod keys;
 mod query;
 mod reader;
+pub mod rebuild;
 pub mod schema;
 mod writer;
 
@@ -49,7 +50,8 @@ pub mod meta_keys {
     pub const INGESTED_OPS: &str = "ingested_ops";
     /// The reference profile's lazily built BM25 corpus.
     pub const REF_BM25: &str = "ref_bm25";
-    /// Carried-through soul parts (JSON).
+    /// Carried-through soul parts (`soul.json`, `dna.md`, `state.json`, manifest,
+    /// trust chain, keys): a postcard record, see `formats::store_io`.
     pub const SOUL_EXTRAS: &str = "soul_extras";
 }
 

@@ -34,6 +34,16 @@ enum Command {
     Remember(cmd::remember::Args),
     /// Delete memories matching a query, or one by id.
     Forget(cmd::forget::Args),
+    /// Write the store out as a .soul archive, a soul directory or a memory JSON dump.
+    Dump(cmd::dump::Args),
+    /// Load a .soul archive, a soul directory or a memory JSON dump into the store.
+    Restore(cmd::restore::Args),
+    /// Apply the observe and remember ops of a scenario file in batches (resumable).
+    Ingest(cmd::ingest::Args),
+    /// Verify every index against the entries (exit status 1 on any mismatch).
+    Check(cmd::check::Args),
+    /// Rebuild every index from the entries.
+    Reindex(cmd::reindex::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +57,11 @@ fn main() -> ExitCode {
         Command::Recall(a) => cmd::recall::run(db, a),
         Command::Remember(a) => cmd::remember::run(db, a),
         Command::Forget(a) => cmd::forget::run(db, a),
+        Command::Dump(a) => cmd::dump::run(db, a),
+        Command::Restore(a) => cmd::restore::run(db, a),
+        Command::Ingest(a) => cmd::ingest::run(db, a),
+        Command::Check(a) => cmd::check::run(db, a),
+        Command::Reindex(a) => cmd::reindex::run(db, a),
     };
     match result {
         Ok(code) => code,

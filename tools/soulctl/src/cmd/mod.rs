@@ -1,11 +1,17 @@
 //! One module per subcommand, each with its `Args` and a `run`.
 
+pub mod check;
 pub mod demo;
+pub mod dump;
 pub mod forget;
+pub mod ingest;
 pub mod observe;
+pub mod progress;
 pub mod recall;
+pub mod reindex;
 pub mod remember;
 pub mod replay;
+pub mod restore;
 pub mod stats;
 
 use std::path::{Path, PathBuf};

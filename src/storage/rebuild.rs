@@ -1,0 +1,186 @@
+//! Rebuilding derived state, and the all-or-nothing "clear, then load" transaction.
+//!
+//! [`Store::rebuild_indexes`] (behind `Memory::reindex` and `soulctl reindex`) drops
+//! every index table and re-derives it from the entry tables with
+//! [`super::keys::index_keys`], the function the writer and the check use, in one
+//! transaction. [`Store::write_cleared`] runs a closure on a store emptied inside the
+//! same transaction (restore with `replace`): a failure leaves the old store intact.
+
+use redb::{ReadableTable, TableHandle, WriteTransaction};
+
+use super::codec::decode;
+use super::keys::index_keys;
+use super::schema::{self, *};
+use super::{Store, Writer, meta_keys};
+use crate::error::{Error, Result};
+use crate::memory::Memory;
+use crate::model::MemoryEntry;
+
+/// What [`Memory::reindex`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RebuildReport {
+    /// Entries read and indexed.
+    pub entries: u64,
+    /// Entry tables read.
+    pub tables: u64,
+    /// Entries that could not be indexed as they are (an id stored twice, an entry in
+    /// the wrong table), one line each. They stay in their tables.
+    pub problems: Vec<String>,
+}
+
+/// Meta rows that survive a clear: they describe the file, not its contents.
+const KEPT_META: [&str; 3] = [meta_keys::SCHEMA, meta_keys::TOKENIZER, meta_keys::PROFILE];
+
+fn delete_index_tables(txn: &WriteTransaction) -> Result<()> {
+    txn.delete_table(IDS)?;
+    txn.delete_table(DOCS)?;
+    txn.delete_table(POSTINGS)?;
+    txn.delete_table(TERMS)?;
+    txn.delete_table(FACT_TOKENS)?;
+    txn.delete_table(FACT_TERMS)?;
+    txn.delete_table(PREFIXES)?;
+    txn.delete_table(ATTRIBUTES)?;
+    txn.delete_table(ENTITIES)?;
+    txn.delete_table(USERS)?;
+    txn.delete_table(IMPORTANCE)?;
+    txn.delete_table(LAYER_ORDER)?;
+    Ok(())
+}
+
+/// Deletes every table but `meta`, and every meta row but the schema version,
+/// tokenizer version and profile; then recreates the empty tables.
+fn clear_all(txn: &WriteTransaction, profile: crate::Profile) -> Result<()> {
+    let handles: Vec<_> = txn.list_tables()?.filter(|h| h.name() != "meta").collect();
+    for h in handles {
+        txn.delete_table(h)?;
+    }
+    {
+        let mut meta = txn.open_table(META)?;
+        let mut drop_keys = Vec::new();
+        for row in meta.range::<&str>(..)? {
+            let (k, _) = row?;
+            let k = k.value();
+            if !KEPT_META.contains(&k) {
+                drop_keys.push(k.to_owned());
+            }
+        }
+        for k in drop_keys {
+            meta.remove(k.as_str())?;
+        }
+    }
+    Writer::create_all(txn, profile)
+}
+
+fn begin(store: &Store, durable: bool) -> Result<WriteTransaction> {
+    let mut txn = store.db.begin_write()?;
+    if !durable {
+        txn.set_durability(redb::Durability::None).map_err(|e| Error::Storage(e.to_string()))?;
+    }
+    Ok(txn)
+}
+
+impl Store {
+    /// Runs `f` in one write transaction, on an emptied store when `clear` is set
+    /// (every entry, index, graph, event, archive, audit record and meta row but the
+    /// schema, tokenizer and profile is deleted first). An error from `f` aborts the
+    /// transaction: the store is left exactly as it was.
+    pub(crate) fn write_cleared<T>(
+        &self,
+        durable: bool,
+        clear: bool,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let txn = begin(self, durable)?;
+        if clear {
+            clear_all(&txn, self.profile)?;
+        }
+        let out = {
+            let mut w = Writer::open(&txn, self.profile)?;
+            let out = f(&mut w)?;
+            w.flush()?;
+            out
+        };
+        txn.commit()?;
+        Ok(out)
+    }
+
+    /// Drops every index table and rebuilds it (and the corpus statistics) from the
+    /// entry tables, in one transaction. `progress` gets the entries indexed so far.
+    pub(crate) fn rebuild_indexes(
+        &self,
+        durable: bool,
+        mut progress: impl FnMut(u64),
+    ) -> Result<RebuildReport> {
+        let txn = begin(self, durable)?;
+        delete_index_tables(&txn)?;
+        let report = {
+            let mut w = Writer::open(&txn, self.profile)?;
+            w.stats.docs = 0;
+            w.stats.total_len = 0;
+            let mut report = RebuildReport::default();
+            let mut max_docno: Option<u64> = None;
+            let profile = self.profile;
+            for name in w.entry_table_names()? {
+                let Some((layer, domain)) = schema::parse_entry_table_name(&name) else {
+                    continue;
+                };
+                let (layer, domain) = (layer.to_owned(), domain.to_owned());
+                report.tables += 1;
+                let table = txn.open_table(schema::entry_table(&name))?;
+                for row in table.range::<u64>(..)? {
+                    let (k, v) = row?;
+                    let docno = k.value();
+                    let e: MemoryEntry = decode(v.value(), "memory entry")?;
+                    report.entries += 1;
+                    if report.entries % 10_000 == 0 {
+                        progress(report.entries);
+                    }
+                    max_docno = max_docno.max(Some(docno));
+                    if e.layer != layer || e.domain != domain {
+                        report.problems.push(format!(
+                            "entry {:?} (docno {docno}) sits in table {layer}:{domain} but says \
+                             {}:{}; indexed as it says",
+                            e.id, e.layer, e.domain
+                        ));
+                    }
+                    if let Some(first) = w.docno_of(&e.id)? {
+                        report.problems.push(format!(
+                            "id {:?} is stored twice (docnos {first} and {docno}); docno {docno} \
+                             left unindexed",
+                            e.id
+                        ));
+                        continue;
+                    }
+                    w.ids.insert(e.id.as_str(), docno)?;
+                    let context = w.context_of(docno)?;
+                    let keys = index_keys(&e, profile, context.as_deref());
+                    w.add_rows(docno, &e, &keys)?;
+                }
+            }
+            if let Some(m) = max_docno {
+                w.stats.next_docno = w.stats.next_docno.max(m + 1);
+            }
+            // Kept: the conversation context of each episode (`context`), vectors
+            // (`embeddings`) and the reference profile's BM25 corpus (`ref_bm25`, built
+            // from query history) are data, not indexes.
+            w.flush()?;
+            progress(report.entries);
+            report
+        };
+        txn.commit()?;
+        Ok(report)
+    }
+}
+
+impl Memory {
+    /// Rebuilds every index and the corpus statistics from the entries, in one
+    /// transaction (`soulctl reindex`): repairs whatever [`Memory::check`] reports
+    /// about the indexes. `progress` gets the number of entries indexed so far.
+    ///
+    /// # Errors
+    /// Storage errors, or an entry record that cannot be decoded (nothing is changed
+    /// then).
+    pub fn reindex(&self, progress: impl FnMut(u64)) -> Result<RebuildReport> {
+        self.store.rebuild_indexes(self.settings.durable, progress)
+    }
+}

@@ -1,0 +1,36 @@
+//! `soulctl check`: verify every index against the entries.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Arguments of `check`.
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+/// Runs `check`: exit status 1 when anything is wrong.
+pub fn run(db: Option<PathBuf>, _args: Args) -> anyhow::Result<ExitCode> {
+    let path = super::require_db(db)?;
+    let mem = super::open_existing(&path)?;
+    let start = Instant::now();
+    let pb = super::progress::bar(mem.count()?, "checking");
+    let report = mem.check(|n| pb.set_position(n))?;
+    pb.finish_and_clear();
+    println!(
+        "{}: {} entries, {} index rows checked in {:.2} s",
+        path.display(),
+        report.entries,
+        report.rows,
+        start.elapsed().as_secs_f64()
+    );
+    if report.is_ok() {
+        println!("ok: every index matches the entries");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} problems:", report.problems.len());
+    for p in &report.problems {
+        println!("  {p}");
+    }
+    println!("run `soulctl reindex --db {}` to rebuild the indexes", path.display());
+    Ok(ExitCode::from(1))
+}

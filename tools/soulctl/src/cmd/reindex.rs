@@ -1,0 +1,29 @@
+//! `soulctl reindex`: rebuild every index from the entries, in one transaction.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Arguments of `reindex`.
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+/// Runs `reindex`.
+pub fn run(db: Option<PathBuf>, _args: Args) -> anyhow::Result<ExitCode> {
+    let path = super::require_db(db)?;
+    let mem = super::open_existing(&path)?;
+    let start = Instant::now();
+    let pb = super::progress::bar(mem.count()?, "reindexing");
+    let report = mem.reindex(|n| pb.set_position(n))?;
+    pb.finish_and_clear();
+    println!(
+        "reindexed {} entries from {} tables in {:.2} s",
+        report.entries,
+        report.tables,
+        start.elapsed().as_secs_f64()
+    );
+    for p in &report.problems {
+        println!("  warning: {p}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
