@@ -1,5 +1,6 @@
 //! One module per subcommand, each with its `Args` and a `run`.
 
+pub mod bench;
 pub mod demo;
 pub mod forget;
 pub mod observe;
