@@ -57,9 +57,8 @@ fn pristine(n: u64) -> (PathBuf, u64) {
     }
     let _ = std::fs::remove_file(&path);
     eprintln!("building a store of {n} memories in {}", path.display());
-    let mut settings = Settings::for_profile(soulmem::Profile::Default);
-    settings.durable = false;
-    let mem = Memory::builder().settings(settings).open(&path).expect("open");
+    // Durable commits: redb reuses freed pages only after one.
+    let mem = Memory::open(&path).expect("open");
     let used = Corpus::new(SEED).fill(&mem, n, 10_000, |_| {}).expect("fill");
     drop(mem);
     std::fs::write(&done, used.to_string()).expect("marker");

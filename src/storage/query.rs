@@ -50,24 +50,24 @@ pub fn postings_of(table: &impl ReadableTable<(Str, u64), ()>, key: &str) -> Res
 
 /// `(docno, tf)` postings of an index token, ascending by docno.
 pub fn token_postings(
-    table: &impl ReadableTable<(Str, u64), u32>,
+    table: &impl ReadableTable<(Str, u64), u64>,
     token: &str,
 ) -> Result<Vec<(u64, u32)>> {
     let mut out = Vec::new();
     for row in table.range((token, 0u64)..=(token, u64::MAX))? {
         let (k, v) = row?;
-        out.push((k.value().1, v.value()));
+        out.push((k.value().1, super::schema::posting_parts(v.value()).0));
     }
     Ok(out)
 }
 
 /// Term frequency of `token` in `docno` (0 when absent).
 pub fn term_freq(
-    table: &impl ReadableTable<(Str, u64), u32>,
+    table: &impl ReadableTable<(Str, u64), u64>,
     token: &str,
     docno: u64,
 ) -> Result<u32> {
-    Ok(table.get((token, docno))?.map_or(0, |v| v.value()))
+    Ok(table.get((token, docno))?.map_or(0, |v| super::schema::posting_parts(v.value()).0))
 }
 
 /// A counter (document frequency) for `key`.

@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -25,9 +25,25 @@ pub const IDS: TableDefinition<&str, u64> = TableDefinition::new("ids");
 /// filtering read, so recall never decodes whole entries.
 pub const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("docs");
 
-/// `(token, docno) → term frequency`: the inverted index over every entry's content
-/// (the reference tokenizer, minimum 3 letters).
-pub const POSTINGS: TableDefinition<(&str, u64), u32> = TableDefinition::new("postings");
+/// `(token, docno) → posting`: the inverted index over every entry's content (the
+/// reference tokenizer, minimum 3 letters). The value packs the term frequency and
+/// the memory's length in tokens ([`posting_value`]), so BM25 scores a posting
+/// without reading the memory's [`DOCS`] record. (Schema 2; schema 1 stored the
+/// term frequency alone.)
+pub const POSTINGS: TableDefinition<(&str, u64), u64> = TableDefinition::new("postings");
+
+/// A [`POSTINGS`] value: document length in the high 32 bits, term frequency in the
+/// low 32.
+#[must_use]
+pub fn posting_value(tf: u32, doc_len: u32) -> u64 {
+    (u64::from(doc_len) << 32) | u64::from(tf)
+}
+
+/// `(term frequency, document length)` of a [`POSTINGS`] value.
+#[must_use]
+pub fn posting_parts(value: u64) -> (u32, u32) {
+    ((value & 0xFFFF_FFFF) as u32, (value >> 32) as u32)
+}
 
 /// `token → document frequency` in [`POSTINGS`].
 pub const TERMS: TableDefinition<&str, u64> = TableDefinition::new("terms");

@@ -24,7 +24,7 @@ pub struct Writer<'t> {
     pub(crate) meta: Table<'t, Str, Bytes>,
     pub(crate) ids: Table<'t, Str, u64>,
     pub(crate) docs: Table<'t, u64, Bytes>,
-    pub(crate) postings: Table<'t, (Str, u64), u32>,
+    pub(crate) postings: Table<'t, (Str, u64), u64>,
     pub(crate) terms: Table<'t, Str, u64>,
     pub(crate) fact_tokens: Table<'t, (Str, Str, u64), ()>,
     pub(crate) fact_terms: Table<'t, (Str, Str), u64>,
@@ -36,6 +36,10 @@ pub struct Writer<'t> {
     pub(crate) layer_order: Table<'t, (Str, u64), ()>,
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
     stats: CorpusStats,
+    /// Document-frequency changes to [`TERMS`] not written yet: applied once per
+    /// token by [`Writer::flush`] instead of a read and a write per posting.
+    /// Nothing reads `terms` inside a write transaction.
+    term_deltas: HashMap<String, i64>,
 }
 
 fn new_id() -> String {
@@ -90,11 +94,19 @@ impl<'t> Writer<'t> {
             layer_order: txn.open_table(LAYER_ORDER)?,
             entry_tables: HashMap::new(),
             stats,
+            term_deltas: HashMap::new(),
         })
     }
 
     /// Writes the corpus statistics back. Called before commit.
     pub(crate) fn flush(&mut self) -> Result<()> {
+        let mut deltas: Vec<(String, i64)> =
+            self.term_deltas.drain().filter(|(_, d)| *d != 0).collect();
+        // Key order: neighbouring inserts touch the same B-tree pages.
+        deltas.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (tok, d) in deltas {
+            bump(&mut self.terms, &tok, d)?;
+        }
         self.meta.insert(meta_keys::STATS, encode(&self.stats)?.as_slice())?;
         Ok(())
     }
@@ -237,8 +249,8 @@ impl<'t> Writer<'t> {
         let info = DocInfo::from_entry(e, keys.doc_len);
         self.docs.insert(docno, encode(&info)?.as_slice())?;
         for (tok, tf) in &keys.tokens {
-            self.postings.insert((tok.as_str(), docno), *tf)?;
-            bump(&mut self.terms, tok, 1)?;
+            self.postings.insert((tok.as_str(), docno), schema::posting_value(*tf, keys.doc_len))?;
+            self.term_delta(tok, 1);
         }
         self.stats.docs += 1;
         self.stats.total_len += u64::from(keys.doc_len);
@@ -270,7 +282,7 @@ impl<'t> Writer<'t> {
         self.docs.remove(docno)?;
         for tok in keys.tokens.keys() {
             self.postings.remove((tok.as_str(), docno))?;
-            bump(&mut self.terms, tok, -1)?;
+            self.term_delta(tok, -1);
         }
         self.stats.docs = self.stats.docs.saturating_sub(1);
         self.stats.total_len = self.stats.total_len.saturating_sub(u64::from(keys.doc_len));
@@ -300,6 +312,15 @@ impl<'t> Writer<'t> {
         ))?;
         self.layer_order.remove((e.layer.as_str(), docno))?;
         Ok(())
+    }
+
+    fn term_delta(&mut self, tok: &str, d: i64) {
+        match self.term_deltas.get_mut(tok) {
+            Some(v) => *v += d,
+            None => {
+                self.term_deltas.insert(tok.to_owned(), d);
+            }
+        }
     }
 
     /// Removes every entry table that is empty (called by rebuilds and restores).

@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Map, Value, json};
 use soulmem::synth::{Corpus, SynthQuery};
 use soulmem::write::observe::ObserveOptions;
-use soulmem::{Memory, RecallQuery, Settings};
+use soulmem::{Memory, RecallQuery};
 
 /// `bench` arguments.
 #[derive(ClapArgs, Debug)]
@@ -214,12 +214,12 @@ fn measure(
     let path = dir.join(format!("soulmem-{n}.redb"));
     let _ = std::fs::remove_file(&path);
 
-    // 1. Build (non-durable, add_batch of whole exchanges).
+    // 1. Build: add_batch of whole exchanges, ~10k memories per durable commit
+    // (redb reuses freed pages only after a durable commit: a non-durable build
+    // would leave the file much larger than its data).
     let t = Instant::now();
     let used = {
-        let mut settings = Settings::for_profile(soulmem::Profile::Default);
-        settings.durable = false;
-        let mem = Memory::builder().settings(settings).open(&path)?;
+        let mem = Memory::open(&path)?;
         let pb = bar(n, format!("build {n}"));
         let used = corpus.fill(&mem, n, 10_000, |done| pb.set_position(done.min(n)))?;
         pb.finish_and_clear();
