@@ -18,6 +18,10 @@ pub const B: f64 = 0.75;
 /// The most postings one query reads in full (the work bound).
 pub const MAX_POSTINGS: u64 = 400_000;
 
+/// Roughly how many postings a sequential scan reads in the time of one point
+/// lookup: refining more than `df / PROBE_COST` memories scans the list instead.
+const PROBE_COST: u64 = 8;
+
 /// A query term with its weight (1 for query words, less for expansions).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Term {
@@ -223,14 +227,33 @@ pub fn top_k(
         for (i, t) in stats.iter().enumerate().skip(essential_done) {
             let theta = pool.threshold(k)?.unwrap_or(f64::NEG_INFINITY);
             let Pool { scores, verdicts, .. } = &mut pool;
-            for (docno, score) in scores.iter_mut() {
-                if *score + remaining[i] > theta
+            let live = |docno: &u64, score: f64| {
+                score + remaining[i] > theta
                     && !matches!(verdicts.get(docno), Some(Verdict::Dropped))
-                {
+            };
+            let wanted = scores.iter().filter(|(d, s)| live(d, **s)).count() as u64;
+            if wanted.saturating_mul(PROBE_COST) >= t.df {
+                // Many memories to refine: one pass over the postings list costs
+                // less than a B-tree descent per memory.
+                let range = (t.token.as_str(), 0u64)..=(t.token.as_str(), u64::MAX);
+                for row in r.postings.range(range)? {
+                    let (key, value) = row?;
                     read += 1;
-                    if let Some(v) = r.postings.get((t.token.as_str(), *docno))? {
-                        let (tf, doc_len) = posting_parts(v.value());
+                    if let Some(score) = scores.get_mut(&key.value().1)
+                        && live(&key.value().1, *score)
+                    {
+                        let (tf, doc_len) = posting_parts(value.value());
                         *score += t.weight * term_score(t.idf, tf, doc_len, avgdl);
+                    }
+                }
+            } else {
+                for (docno, score) in scores.iter_mut() {
+                    if live(docno, *score) {
+                        read += 1;
+                        if let Some(v) = r.postings.get((t.token.as_str(), *docno))? {
+                            let (tf, doc_len) = posting_parts(v.value());
+                            *score += t.weight * term_score(t.idf, tf, doc_len, avgdl);
+                        }
                     }
                 }
             }

@@ -211,6 +211,24 @@ impl<'t> Writer<'t> {
                 old.id, entry.id
             )));
         }
+        // Fast path (access updates after a recall): nothing an index row derives
+        // from changed, so neither entry needs tokenizing again.
+        if old.content == entry.content
+            && old.entities == entry.entities
+            && old.layer == entry.layer
+            && old.domain == entry.domain
+            && old.user_id == entry.user_id
+            && old.importance == entry.importance
+            && old.created_at == entry.created_at
+            && old.is_superseded() == entry.is_superseded()
+            && let Some(info) = self.docinfo(docno)?
+        {
+            let info = DocInfo::from_entry(&entry, info.doc_len);
+            self.docs.insert(docno, encode(&info)?.as_slice())?;
+            let record = encode(&entry)?;
+            self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;
+            return Ok(());
+        }
         let old_keys = index_keys(&old, self.profile);
         let new_keys = index_keys(&entry, self.profile);
         if old_keys == new_keys
