@@ -127,15 +127,19 @@ fn observe(c: &mut Criterion) {
 }
 
 /// Queries whose recall (with the filter `f` applies) returns something.
-fn live_queries(mem: &Memory, qs: &[SynthQuery], f: impl Fn(&SynthQuery) -> RecallQuery) -> Vec<RecallQuery> {
-    let out: Vec<RecallQuery> = qs
-        .iter()
-        .map(f)
-        .filter(|q| !mem.recall(q).expect("recall").memories.is_empty())
-        .collect();
+fn live_queries(
+    mem: &Memory,
+    qs: &[SynthQuery],
+    f: impl Fn(&SynthQuery) -> RecallQuery,
+) -> Vec<RecallQuery> {
+    let out: Vec<RecallQuery> =
+        qs.iter().map(f).filter(|q| !mem.recall(q).expect("recall").memories.is_empty()).collect();
     assert!(out.len() >= qs.len() / 4, "too few queries find anything ({})", out.len());
     out
 }
+
+/// Turns a synthetic query into a recall request (one filter variant).
+type MakeQuery = Box<dyn Fn(&SynthQuery) -> RecallQuery>;
 
 fn recall(c: &mut Criterion) {
     let corpus = Corpus::new(SEED);
@@ -145,7 +149,7 @@ fn recall(c: &mut Criterion) {
     g.sample_size(50).measurement_time(Duration::from_secs(6));
     for n in sizes() {
         let (mem, _) = fresh(n, false, tmp.path());
-        let variants: [(&str, Box<dyn Fn(&SynthQuery) -> RecallQuery>); 3] = [
+        let variants: [(&str, MakeQuery); 3] = [
             ("top10", Box::new(|q| RecallQuery::new(&q.text))),
             (
                 "top10_user",
@@ -182,7 +186,6 @@ fn recall(c: &mut Criterion) {
 }
 
 fn dedup(c: &mut Criterion) {
-    let corpus = Corpus::new(SEED);
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut g = c.benchmark_group("dedup");
     g.sample_size(30).measurement_time(Duration::from_secs(6));
@@ -201,9 +204,8 @@ fn dedup(c: &mut Criterion) {
                     TASKS[(i / TECH.len()) % TASKS.len()]
                 );
                 i += 1;
-                let r = mem
-                    .observe_pair(&user, "Noted.", &opts("u0007", "default"))
-                    .expect("observe");
+                let r =
+                    mem.observe_pair(&user, "Noted.", &opts("u0007", "default")).expect("observe");
                 assert!(r.significance > 0.0, "observe computed nothing");
                 r
             });

@@ -270,4 +270,3 @@ pub fn top_k(
     out.sort_by(|a, b| b.bm25.total_cmp(&a.bm25).then_with(|| a.info.id.cmp(&b.info.id)));
     Ok((out, read))
 }
-

@@ -113,7 +113,8 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
             }
             exp.docs.insert(docno, DocInfo::from_entry(&e, keys.doc_len));
             for (t, tf) in &keys.tokens {
-                exp.postings.insert((t.clone(), docno), super::schema::posting_value(*tf, keys.doc_len));
+                exp.postings
+                    .insert((t.clone(), docno), super::schema::posting_value(*tf, keys.doc_len));
                 *exp.terms.entry(t.clone()).or_default() += 1;
             }
             exp.docs_count += 1;

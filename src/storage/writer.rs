@@ -267,7 +267,8 @@ impl<'t> Writer<'t> {
         let info = DocInfo::from_entry(e, keys.doc_len);
         self.docs.insert(docno, encode(&info)?.as_slice())?;
         for (tok, tf) in &keys.tokens {
-            self.postings.insert((tok.as_str(), docno), schema::posting_value(*tf, keys.doc_len))?;
+            self.postings
+                .insert((tok.as_str(), docno), schema::posting_value(*tf, keys.doc_len))?;
             self.term_delta(tok, 1);
         }
         self.stats.docs += 1;

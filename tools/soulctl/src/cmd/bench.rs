@@ -352,10 +352,7 @@ fn measure(
         json!((done as f64 / cpu.as_secs_f64().max(1e-3)).round()),
     );
     drop(mem);
-    row.insert(
-        "peak_rss_mb".into(),
-        if rss_reset { round3(peak_rss_mb()) } else { Value::Null },
-    );
+    row.insert("peak_rss_mb".into(), if rss_reset { round3(peak_rss_mb()) } else { Value::Null });
 
     if a.compare {
         compare(corpus, queries, dir, n, used, &mut row)?;
@@ -389,18 +386,19 @@ fn compare(
                 .collect()
         })
         .collect();
-    let time = |f: &mut dyn FnMut(&[String]) -> anyhow::Result<usize>| -> anyhow::Result<(f64, f64)> {
-        for t in terms.iter().take(50) {
-            f(t)?;
-        }
-        let mut v = Vec::new();
-        for t in &terms {
-            let s = Instant::now();
-            f(t)?;
-            v.push(ms(s.elapsed()));
-        }
-        Ok((quantile(&mut v, 0.5), quantile(&mut v, 0.99)))
-    };
+    let time =
+        |f: &mut dyn FnMut(&[String]) -> anyhow::Result<usize>| -> anyhow::Result<(f64, f64)> {
+            for t in terms.iter().take(50) {
+                f(t)?;
+            }
+            let mut v = Vec::new();
+            for t in &terms {
+                let s = Instant::now();
+                f(t)?;
+                v.push(ms(s.elapsed()));
+            }
+            Ok((quantile(&mut v, 0.5), quantile(&mut v, 0.99)))
+        };
 
     let tdir = dir.join(format!("tantivy-{n}"));
     let _ = std::fs::remove_dir_all(&tdir);
@@ -431,9 +429,7 @@ fn dir_size(p: &Path) -> u64 {
     if meta.is_file() {
         return meta.len();
     }
-    std::fs::read_dir(p)
-        .map(|rd| rd.flatten().map(|e| dir_size(&e.path())).sum())
-        .unwrap_or(0)
+    std::fs::read_dir(p).map(|rd| rd.flatten().map(|e| dir_size(&e.path())).sum()).unwrap_or(0)
 }
 
 #[cfg(not(feature = "compare"))]
