@@ -260,10 +260,12 @@ fn measure(
         recall(&RecallQuery::new(&q.text), &mut 0, &mut 0)?;
     }
     let mut plain = Vec::new();
+    let c = cpu_time();
     for q in queries {
         plain.push(recall(&RecallQuery::new(&q.text), &mut empty, &mut postings)?);
         pb.inc(1);
     }
+    let recall_cpu = cpu_time().saturating_sub(c);
     let mut by_user = Vec::new();
     let mut user_empty = 0usize;
     for q in queries {
@@ -285,12 +287,14 @@ fn measure(
     drop(mem);
     let mem_nd = Memory::builder().settings(ro_mem_settings).open(&path)?;
     let mut nondurable = Vec::new();
+    let c = cpu_time();
     for q in queries {
         let t = Instant::now();
         mem_nd.recall(&RecallQuery::new(&q.text))?;
         nondurable.push(ms(t.elapsed()));
         pb.inc(1);
     }
+    let nondurable_cpu = cpu_time().saturating_sub(c);
     pb.finish_and_clear();
     drop(mem_nd);
     let mem = Memory::open(&path)?;
@@ -298,6 +302,10 @@ fn measure(
     row.insert("recall_p99_ms".into(), round3(quantile(&mut plain, 0.99)));
     row.insert("recall_nondurable_p50_ms".into(), round3(quantile(&mut nondurable, 0.5)));
     row.insert("recall_nondurable_p99_ms".into(), round3(quantile(&mut nondurable, 0.99)));
+    // Mean CPU per recall (all threads): robust to other load on the machine.
+    let per = |d: Duration| round3(ms(d) / queries.len().max(1) as f64);
+    row.insert("recall_cpu_mean_ms".into(), per(recall_cpu));
+    row.insert("recall_nondurable_cpu_mean_ms".into(), per(nondurable_cpu));
     row.insert("recall_user_p50_ms".into(), round3(quantile(&mut by_user, 0.5)));
     row.insert("recall_user_p99_ms".into(), round3(quantile(&mut by_user, 0.99)));
     row.insert("recall_domain_p50_ms".into(), round3(quantile(&mut by_domain, 0.5)));
@@ -309,6 +317,7 @@ fn measure(
     let mut next = used;
     let mut single = Vec::new();
     let pb = bar(a.observes as u64, format!("observe {n}"));
+    let c = cpu_time();
     for _ in 0..a.observes {
         let ex = corpus.exchange(next);
         next += 1;
@@ -318,6 +327,11 @@ fn measure(
         pb.inc(1);
     }
     pb.finish_and_clear();
+    let observe_cpu = cpu_time().saturating_sub(c);
+    row.insert(
+        "observe_cpu_mean_ms".into(),
+        round3(ms(observe_cpu) / a.observes.max(1) as f64),
+    );
     row.insert("observe_p50_ms".into(), round3(quantile(&mut single, 0.5)));
     row.insert("observe_p99_ms".into(), round3(quantile(&mut single, 0.99)));
 
@@ -449,9 +463,11 @@ const COLUMNS: &[&str] = &[
     "ingest_per_s",
     "ingest_per_cpu_s",
     "observe_p50_ms",
+    "observe_cpu_mean_ms",
     "recall_p50_ms",
     "recall_p99_ms",
     "recall_nondurable_p50_ms",
+    "recall_cpu_mean_ms",
     "recall_user_p50_ms",
     "tantivy_p50_ms",
     "sqlite_p50_ms",
