@@ -1,6 +1,7 @@
 //! `soulctl bench scale`: build stores of several sizes from the synthetic corpus
 //! and measure ingest, observe, recall and file size on each, optionally side by
-//! side with tantivy and SQLite FTS5 (`--compare`, needs the `compare` feature).
+//! side with tantivy and SQLite FTS5 (`--compare`, from the `soulmem-compare`
+//! crate's `soulmem-bench` binary, which compiles this same module).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -68,16 +69,24 @@ pub struct ScaleArgs {
 
 /// Runs `bench`.
 pub fn run(_db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
+    run_with(args, None)
+}
+
+/// Runs `bench` with `baselines` for `--compare`.
+///
+/// # Errors
+/// Storage, file and baseline errors.
+pub fn run_with(args: Args, baselines: Option<&dyn Baselines>) -> anyhow::Result<ExitCode> {
     match args.what {
-        What::Scale(a) => scale(a),
+        What::Scale(a) => scale(a, baselines),
     }
 }
 
-fn scale(a: ScaleArgs) -> anyhow::Result<ExitCode> {
-    if a.compare && !cfg!(feature = "compare") {
+fn scale(a: ScaleArgs, baselines: Option<&dyn Baselines>) -> anyhow::Result<ExitCode> {
+    if a.compare && baselines.is_none() {
         anyhow::bail!(
-            "--compare needs soulctl built with the `compare` feature \
-             (cargo run --release -p soulctl --features compare -- bench scale --compare)"
+            "--compare runs from the soulmem-compare crate, which builds tantivy and SQLite: \
+             cargo run --release --manifest-path compare/Cargo.toml -- bench scale --compare"
         );
     }
     let (dir, temp) = match &a.dir {
@@ -89,7 +98,7 @@ fn scale(a: ScaleArgs) -> anyhow::Result<ExitCode> {
     let queries = corpus.queries(a.queries);
     let mut sizes = Vec::new();
     for &n in &a.sizes {
-        let row = measure(&a, &corpus, &queries, &dir, n)?;
+        let row = measure(&a, baselines, &corpus, &queries, &dir, n)?;
         print_row(&row);
         sizes.push(Value::Object(row));
     }
@@ -106,12 +115,13 @@ fn scale(a: ScaleArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn ms(d: Duration) -> f64 {
+/// Milliseconds in `d`.
+pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
 /// The `p`-quantile (0..=1) of `v` (nearest rank).
-fn quantile(v: &mut [f64], p: f64) -> f64 {
+pub fn quantile(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
@@ -120,7 +130,8 @@ fn quantile(v: &mut [f64], p: f64) -> f64 {
     v[rank - 1]
 }
 
-fn round3(x: f64) -> Value {
+/// `x` rounded to 3 decimals, as JSON.
+pub fn round3(x: f64) -> Value {
     json!((x * 1000.0).round() / 1000.0)
 }
 
@@ -203,6 +214,7 @@ fn opts(user_id: &str, domain: &str) -> ObserveOptions {
 
 fn measure(
     a: &ScaleArgs,
+    baselines: Option<&dyn Baselines>,
     corpus: &Corpus,
     queries: &[SynthQuery],
     dir: &Path,
@@ -368,14 +380,55 @@ fn measure(
     drop(mem);
     row.insert("peak_rss_mb".into(), if rss_reset { round3(peak_rss_mb()) } else { Value::Null });
 
-    if a.compare {
-        compare(corpus, queries, dir, n, used, &mut row)?;
+    if let (true, Some(base)) = (a.compare, baselines) {
+        compare(base, corpus, queries, dir, n, used, &mut row)?;
     }
     Ok(row)
 }
 
-#[cfg(feature = "compare")]
+/// Search engines measured beside soulmem on the same documents and terms
+/// (`--compare`). Implemented by the `soulmem-compare` crate, which compiles this
+/// module into its own `soulmem-bench` binary so that soulctl never builds tantivy
+/// or SQLite.
+pub trait Baselines {
+    /// Indexes `docs` under `dir`, times a top-10 query for each entry of `terms`
+    /// (the tokens soulmem searches for), and adds fields to `row`.
+    ///
+    /// # Errors
+    /// Whatever the engines report.
+    fn measure(
+        &self,
+        docs: &[String],
+        terms: &[Vec<String>],
+        dir: &Path,
+        n: u64,
+        row: &mut Map<String, Value>,
+    ) -> anyhow::Result<()>;
+}
+
+/// Warms up on 50 queries, then times `f` on each entry of `terms`: `(p50, p99)` in
+/// milliseconds.
+///
+/// # Errors
+/// The first error of `f`.
+pub fn time_queries(
+    terms: &[Vec<String>],
+    f: &mut dyn FnMut(&[String]) -> anyhow::Result<usize>,
+) -> anyhow::Result<(f64, f64)> {
+    for t in terms.iter().take(50) {
+        f(t)?;
+    }
+    let mut v = Vec::new();
+    for t in terms {
+        let s = Instant::now();
+        f(t)?;
+        v.push(ms(s.elapsed()));
+    }
+    Ok((quantile(&mut v, 0.5), quantile(&mut v, 0.99)))
+}
+
 fn compare(
+    base: &dyn Baselines,
     corpus: &Corpus,
     queries: &[SynthQuery],
     dir: &Path,
@@ -383,7 +436,6 @@ fn compare(
     used: u64,
     row: &mut Map<String, Value>,
 ) -> anyhow::Result<()> {
-    use soulmem_compare::{Sqlite, Tantivy};
     // The same contents soulmem indexed (exchanges 0..used, first n memories).
     let mut docs: Vec<String> = Vec::with_capacity(n as usize);
     for i in 0..used {
@@ -400,62 +452,7 @@ fn compare(
                 .collect()
         })
         .collect();
-    let time =
-        |f: &mut dyn FnMut(&[String]) -> anyhow::Result<usize>| -> anyhow::Result<(f64, f64)> {
-            for t in terms.iter().take(50) {
-                f(t)?;
-            }
-            let mut v = Vec::new();
-            for t in &terms {
-                let s = Instant::now();
-                f(t)?;
-                v.push(ms(s.elapsed()));
-            }
-            Ok((quantile(&mut v, 0.5), quantile(&mut v, 0.99)))
-        };
-
-    let tdir = dir.join(format!("tantivy-{n}"));
-    let _ = std::fs::remove_dir_all(&tdir);
-    let t = Instant::now();
-    let tv = Tantivy::build(&tdir, docs.iter().map(String::as_str)).map_err(anyhow::Error::msg)?;
-    row.insert("tantivy_build_s".into(), round3(t.elapsed().as_secs_f64()));
-    let (p50, p99) = time(&mut |t| Ok(tv.search(t, 10).map_err(anyhow::Error::msg)?.len()))?;
-    row.insert("tantivy_p50_ms".into(), round3(p50));
-    row.insert("tantivy_p99_ms".into(), round3(p99));
-    row.insert("tantivy_mb".into(), round3(dir_size(&tdir) as f64 / 1048576.0));
-    drop(tv);
-
-    let spath = dir.join(format!("fts5-{n}.sqlite"));
-    let _ = std::fs::remove_file(&spath);
-    let t = Instant::now();
-    let sq = Sqlite::build(&spath, docs.iter().map(String::as_str)).map_err(anyhow::Error::msg)?;
-    row.insert("sqlite_build_s".into(), round3(t.elapsed().as_secs_f64()));
-    let (p50, p99) = time(&mut |t| Ok(sq.search(t, 10).map_err(anyhow::Error::msg)?.len()))?;
-    row.insert("sqlite_p50_ms".into(), round3(p50));
-    row.insert("sqlite_p99_ms".into(), round3(p99));
-    row.insert("sqlite_mb".into(), round3(dir_size(&spath) as f64 / 1048576.0));
-    Ok(())
-}
-
-#[cfg(feature = "compare")]
-fn dir_size(p: &Path) -> u64 {
-    let Ok(meta) = std::fs::metadata(p) else { return 0 };
-    if meta.is_file() {
-        return meta.len();
-    }
-    std::fs::read_dir(p).map(|rd| rd.flatten().map(|e| dir_size(&e.path())).sum()).unwrap_or(0)
-}
-
-#[cfg(not(feature = "compare"))]
-fn compare(
-    _: &Corpus,
-    _: &[SynthQuery],
-    _: &Path,
-    _: u64,
-    _: u64,
-    _: &mut Map<String, Value>,
-) -> anyhow::Result<()> {
-    anyhow::bail!("built without the `compare` feature")
+    base.measure(&docs, &terms, dir, n, row)
 }
 
 const COLUMNS: &[&str] = &[
