@@ -21,6 +21,7 @@ mod profile;
 pub mod read;
 pub mod replay;
 pub mod storage;
+pub mod synth;
 pub mod text;
 pub mod write;
 

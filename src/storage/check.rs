@@ -37,7 +37,7 @@ type Key4 = (String, String, String, u64);
 struct Expected {
     ids: BTreeMap<String, u64>,
     docs: BTreeMap<u64, DocInfo>,
-    postings: BTreeMap<(String, u64), u32>,
+    postings: BTreeMap<(String, u64), u64>,
     terms: BTreeMap<String, u64>,
     fact_tokens: BTreeSet<(String, String, u64)>,
     fact_terms: BTreeMap<(String, String), u64>,
@@ -114,7 +114,8 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
             }
             exp.docs.insert(docno, DocInfo::from_entry(&e, keys.doc_len));
             for (t, tf) in &keys.tokens {
-                exp.postings.insert((t.clone(), docno), *tf);
+                exp.postings
+                    .insert((t.clone(), docno), super::schema::posting_value(*tf, keys.doc_len));
                 *exp.terms.entry(t.clone()).or_default() += 1;
             }
             exp.docs_count += 1;

@@ -23,7 +23,7 @@ pub struct Reader {
     pub(crate) meta: ReadOnlyTable<Str, Bytes>,
     pub(crate) ids: ReadOnlyTable<Str, u64>,
     pub(crate) docs: ReadOnlyTable<u64, Bytes>,
-    pub(crate) postings: ReadOnlyTable<(Str, u64), u32>,
+    pub(crate) postings: ReadOnlyTable<(Str, u64), u64>,
     pub(crate) terms: ReadOnlyTable<Str, u64>,
     pub(crate) fact_tokens: ReadOnlyTable<(Str, Str, u64), ()>,
     pub(crate) fact_terms: ReadOnlyTable<(Str, Str), u64>,

@@ -24,7 +24,7 @@ pub struct Writer<'t> {
     pub(crate) meta: Table<'t, Str, Bytes>,
     pub(crate) ids: Table<'t, Str, u64>,
     pub(crate) docs: Table<'t, u64, Bytes>,
-    pub(crate) postings: Table<'t, (Str, u64), u32>,
+    pub(crate) postings: Table<'t, (Str, u64), u64>,
     pub(crate) terms: Table<'t, Str, u64>,
     pub(crate) fact_tokens: Table<'t, (Str, Str, u64), ()>,
     pub(crate) fact_terms: Table<'t, (Str, Str), u64>,
@@ -37,6 +37,10 @@ pub struct Writer<'t> {
     pub(crate) context: Table<'t, u64, Str>,
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
     pub(super) stats: CorpusStats,
+    /// Document-frequency changes to [`TERMS`] not written yet: applied once per
+    /// token by [`Writer::flush`] instead of a read and a write per posting.
+    /// Nothing reads `terms` inside a write transaction.
+    term_deltas: HashMap<String, i64>,
 }
 
 fn new_id() -> String {
@@ -93,11 +97,19 @@ impl<'t> Writer<'t> {
             context: txn.open_table(CONTEXT)?,
             entry_tables: HashMap::new(),
             stats,
+            term_deltas: HashMap::new(),
         })
     }
 
     /// Writes the corpus statistics back. Called before commit.
     pub(crate) fn flush(&mut self) -> Result<()> {
+        let mut deltas: Vec<(String, i64)> =
+            self.term_deltas.drain().filter(|(_, d)| *d != 0).collect();
+        // Key order: neighbouring inserts touch the same B-tree pages.
+        deltas.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (tok, d) in deltas {
+            bump(&mut self.terms, &tok, d)?;
+        }
         self.meta.insert(meta_keys::STATS, encode(&self.stats)?.as_slice())?;
         Ok(())
     }
@@ -258,17 +270,20 @@ impl<'t> Writer<'t> {
         // Postings grouped by token (docnos ascend within each group): the table is
         // written in key order without sorting millions of tuples, and the term
         // counts fall out of the group sizes.
-        let mut postings: HashMap<&str, Vec<(u64, u32)>> = HashMap::new();
+        let mut postings: HashMap<&str, Vec<(u64, u64)>> = HashMap::new();
         for ((_, k), &d) in rows.clone() {
             for (t, tf) in &k.tokens {
-                postings.entry(t.as_str()).or_default().push((d, *tf));
+                postings
+                    .entry(t.as_str())
+                    .or_default()
+                    .push((d, schema::posting_value(*tf, k.doc_len)));
             }
         }
-        let mut postings: Vec<(&str, Vec<(u64, u32)>)> = postings.into_iter().collect();
+        let mut postings: Vec<(&str, Vec<(u64, u64)>)> = postings.into_iter().collect();
         postings.sort_unstable_by_key(|(t, _)| *t);
         for (t, list) in &postings {
-            for &(d, tf) in list {
-                self.postings.insert((*t, d), tf)?;
+            for &(d, value) in list {
+                self.postings.insert((*t, d), value)?;
             }
         }
         for (t, list) in &postings {
@@ -363,6 +378,24 @@ impl<'t> Writer<'t> {
                 old.id, entry.id
             )));
         }
+        // Fast path (access updates after a recall): nothing an index row derives
+        // from changed, so neither entry needs tokenizing again.
+        if old.content == entry.content
+            && old.entities == entry.entities
+            && old.layer == entry.layer
+            && old.domain == entry.domain
+            && old.user_id == entry.user_id
+            && old.importance == entry.importance
+            && old.created_at == entry.created_at
+            && old.is_superseded() == entry.is_superseded()
+            && let Some(info) = self.docinfo(docno)?
+        {
+            let info = DocInfo::from_entry(&entry, info.doc_len);
+            self.docs.insert(docno, encode(&info)?.as_slice())?;
+            let record = encode(&entry)?;
+            self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;
+            return Ok(());
+        }
         let context = self.context_of(docno)?;
         let old_keys = index_keys(&old, self.profile, context.as_deref());
         let new_keys = index_keys(&entry, self.profile, context.as_deref());
@@ -405,8 +438,9 @@ impl<'t> Writer<'t> {
         let info = DocInfo::from_entry(e, keys.doc_len);
         self.docs.insert(docno, encode(&info)?.as_slice())?;
         for (tok, tf) in &keys.tokens {
-            self.postings.insert((tok.as_str(), docno), *tf)?;
-            bump(&mut self.terms, tok, 1)?;
+            self.postings
+                .insert((tok.as_str(), docno), schema::posting_value(*tf, keys.doc_len))?;
+            self.term_delta(tok, 1);
         }
         self.stats.docs += 1;
         self.stats.total_len += u64::from(keys.doc_len);
@@ -438,7 +472,7 @@ impl<'t> Writer<'t> {
         self.docs.remove(docno)?;
         for tok in keys.tokens.keys() {
             self.postings.remove((tok.as_str(), docno))?;
-            bump(&mut self.terms, tok, -1)?;
+            self.term_delta(tok, -1);
         }
         self.stats.docs = self.stats.docs.saturating_sub(1);
         self.stats.total_len = self.stats.total_len.saturating_sub(u64::from(keys.doc_len));
@@ -468,6 +502,15 @@ impl<'t> Writer<'t> {
         ))?;
         self.layer_order.remove((e.layer.as_str(), docno))?;
         Ok(())
+    }
+
+    fn term_delta(&mut self, tok: &str, d: i64) {
+        match self.term_deltas.get_mut(tok) {
+            Some(v) => *v += d,
+            None => {
+                self.term_deltas.insert(tok.to_owned(), d);
+            }
+        }
     }
 
     /// Names of every entry table (`mem:{layer}:{domain}`) in the store.

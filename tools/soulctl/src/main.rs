@@ -20,6 +20,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Benchmarks: `bench scale` builds synthetic stores and measures them.
+    Bench(cmd::bench::Args),
     /// Store a short built-in conversation in ./soulmem-demo.redb and show what it remembers.
     Demo(cmd::demo::Args),
     /// Counts per layer and domain, index sizes and file size.
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let db = cli.db;
     let result = match cli.command {
+        Command::Bench(a) => cmd::bench::run(db, a),
         Command::Demo(a) => cmd::demo::run(db, a),
         Command::Stats(a) => cmd::stats::run(db, a),
         Command::Replay(a) => cmd::replay::run(db, a),

@@ -1,0 +1,86 @@
+//! `soulmem-bench`: `soulctl bench` with the tantivy and SQLite FTS5 baselines.
+//!
+//! The benchmark itself is soulctl's `bench` module, compiled here unchanged; this
+//! binary only supplies the [`bench::Baselines`] for `--compare`.
+
+#[path = "../../tools/soulctl/src/cmd/bench.rs"]
+#[allow(dead_code)] // soulctl's entry point `run` is not used here.
+mod bench;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+use serde_json::{Map, Value};
+use soulmem_compare::{Sqlite, Tantivy};
+
+/// Scale benchmarks with baselines.
+#[derive(Parser, Debug)]
+#[command(name = "soulmem-bench", version, about)]
+enum Cli {
+    /// Benchmarks: `bench scale` builds synthetic stores and measures them.
+    Bench(bench::Args),
+}
+
+struct Engines;
+
+fn dir_size(p: &Path) -> u64 {
+    let Ok(meta) = std::fs::metadata(p) else { return 0 };
+    if meta.is_file() {
+        return meta.len();
+    }
+    std::fs::read_dir(p).map(|rd| rd.flatten().map(|e| dir_size(&e.path())).sum()).unwrap_or(0)
+}
+
+impl bench::Baselines for Engines {
+    fn measure(
+        &self,
+        docs: &[String],
+        terms: &[Vec<String>],
+        dir: &Path,
+        n: u64,
+        row: &mut Map<String, Value>,
+    ) -> anyhow::Result<()> {
+        let mb = |b: u64| bench::round3(b as f64 / 1048576.0);
+
+        let tdir = dir.join(format!("tantivy-{n}"));
+        let _ = std::fs::remove_dir_all(&tdir);
+        let t = Instant::now();
+        let tv =
+            Tantivy::build(&tdir, docs.iter().map(String::as_str)).map_err(anyhow::Error::msg)?;
+        row.insert("tantivy_build_s".into(), bench::round3(t.elapsed().as_secs_f64()));
+        let (p50, p99) = bench::time_queries(terms, &mut |t| {
+            Ok(tv.search(t, 10).map_err(anyhow::Error::msg)?.len())
+        })?;
+        row.insert("tantivy_p50_ms".into(), bench::round3(p50));
+        row.insert("tantivy_p99_ms".into(), bench::round3(p99));
+        row.insert("tantivy_mb".into(), mb(dir_size(&tdir)));
+        drop(tv);
+
+        let spath = dir.join(format!("fts5-{n}.sqlite"));
+        let _ = std::fs::remove_file(&spath);
+        let t = Instant::now();
+        let sq =
+            Sqlite::build(&spath, docs.iter().map(String::as_str)).map_err(anyhow::Error::msg)?;
+        row.insert("sqlite_build_s".into(), bench::round3(t.elapsed().as_secs_f64()));
+        let (p50, p99) = bench::time_queries(terms, &mut |t| {
+            Ok(sq.search(t, 10).map_err(anyhow::Error::msg)?.len())
+        })?;
+        row.insert("sqlite_p50_ms".into(), bench::round3(p50));
+        row.insert("sqlite_p99_ms".into(), bench::round3(p99));
+        row.insert("sqlite_mb".into(), mb(dir_size(&spath)));
+        Ok(())
+    }
+}
+
+fn main() -> ExitCode {
+    let Cli::Bench(args) = Cli::parse();
+    match bench::run_with(args, Some(&Engines)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("soulmem-bench: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! `soulctl bench scale`: build stores of several sizes from the synthetic corpus
+//! and measure ingest, observe, recall and file size on each, optionally side by
+//! side with tantivy and SQLite FTS5 (`--compare`, from the `soulmem-compare`
+//! crate's `soulmem-bench` binary, which compiles this same module).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Args as ClapArgs, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Map, Value, json};
+use soulmem::synth::{Corpus, SynthQuery};
+use soulmem::write::observe::ObserveOptions;
+use soulmem::{Memory, RecallQuery};
+
+/// `bench` arguments.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand, Debug)]
+enum What {
+    /// Build a store per size and measure it (see the README's performance table).
+    Scale(ScaleArgs),
+}
+
+/// `bench scale` arguments.
+#[derive(ClapArgs, Debug)]
+pub struct ScaleArgs {
+    /// Store sizes in memories, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+    sizes: Vec<u64>,
+    /// Also measure tantivy and SQLite FTS5 on the same documents and terms.
+    #[arg(long)]
+    compare: bool,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Where to build the stores (default: a new folder in the temp dir, removed
+    /// afterwards unless --keep).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Keep the stores.
+    #[arg(long)]
+    keep: bool,
+    /// Recall queries timed per size.
+    #[arg(long, default_value_t = 300)]
+    queries: usize,
+    /// Single durable observes timed per size.
+    #[arg(long, default_value_t = 200)]
+    observes: usize,
+    /// Exchanges per observe_batch transaction in the ingest measurement.
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// observe_batch transactions in the ingest measurement.
+    #[arg(long, default_value_t = 5)]
+    batches: usize,
+    /// Corpus seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// redb cache size in MiB for the measured store (default: redb's default).
+    #[arg(long)]
+    cache_mb: Option<usize>,
+}
+
+/// Runs `bench`.
+pub fn run(_db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
+    run_with(args, None)
+}
+
+/// Runs `bench` with `baselines` for `--compare`.
+///
+/// # Errors
+/// Storage, file and baseline errors.
+pub fn run_with(args: Args, baselines: Option<&dyn Baselines>) -> anyhow::Result<ExitCode> {
+    match args.what {
+        What::Scale(a) => scale(a, baselines),
+    }
+}
+
+fn scale(a: ScaleArgs, baselines: Option<&dyn Baselines>) -> anyhow::Result<ExitCode> {
+    if a.compare && baselines.is_none() {
+        anyhow::bail!(
+            "--compare runs from the soulmem-compare crate, which builds tantivy and SQLite: \
+             cargo run --release --manifest-path compare/Cargo.toml -- bench scale --compare"
+        );
+    }
+    let (dir, temp) = match &a.dir {
+        Some(d) => (d.clone(), false),
+        None => (std::env::temp_dir().join(format!("soulmem-bench-{}", std::process::id())), true),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let corpus = Corpus::new(a.seed);
+    let queries = corpus.queries(a.queries);
+    let mut sizes = Vec::new();
+    for &n in &a.sizes {
+        let row = measure(&a, baselines, &corpus, &queries, &dir, n)?;
+        print_row(&row);
+        sizes.push(Value::Object(row));
+    }
+    let out = json!({ "machine": machine(), "command": std::env::args().collect::<Vec<_>>().join(" "), "sizes": sizes });
+    print_table(&out);
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&out)? + "\n")
+            .with_context(|| format!("writing {}", p.display()))?;
+        eprintln!("wrote {}", p.display());
+    }
+    if temp && !a.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Milliseconds in `d`.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The `p`-quantile (0..=1) of `v` (nearest rank).
+pub fn quantile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+/// `x` rounded to 3 decimals, as JSON.
+pub fn round3(x: f64) -> Value {
+    json!((x * 1000.0).round() / 1000.0)
+}
+
+/// Resets the process's peak RSS (Linux `clear_refs` 5); false when unsupported.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Peak resident set size in MiB (`VmHWM`).
+fn peak_rss_mb() -> f64 {
+    status_kb("VmHWM:").map_or(f64::NAN, |kb| kb as f64 / 1024.0)
+}
+
+/// CPU time this process has used (user + system), from `/proc/self/stat`.
+fn cpu_time() -> Duration {
+    let ticks = std::fs::read_to_string("/proc/self/stat").ok().and_then(|s| {
+        // Fields after the command name (which may hold spaces) start at ") ".
+        let rest = s.rsplit_once(") ")?.1;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+    });
+    // USER_HZ is 100 on Linux.
+    Duration::from_millis(ticks.unwrap_or(0) * 10)
+}
+
+fn status_kb(key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with(key))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let mem_gb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0 / 1024.0);
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()));
+    json!({
+        "cpu": cpu,
+        "loadavg_1m_at_end": load,
+        "cores": cores,
+        "memory_gb": (mem_gb * 10.0).round() / 10.0,
+        "os": std::env::consts::OS,
+        "soulmem": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+fn bar(len: u64, msg: String) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{msg:>14} [{elapsed_precise}] {wide_bar} {pos}/{len} ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    pb.set_message(msg);
+    pb
+}
+
+fn opts(user_id: &str, domain: &str) -> ObserveOptions {
+    ObserveOptions { user_id: Some(user_id.to_owned()), domain: domain.to_owned() }
+}
+
+fn measure(
+    a: &ScaleArgs,
+    baselines: Option<&dyn Baselines>,
+    corpus: &Corpus,
+    queries: &[SynthQuery],
+    dir: &Path,
+    n: u64,
+) -> anyhow::Result<Map<String, Value>> {
+    let mut row = Map::new();
+    row.insert("n".into(), json!(n));
+    let rss_reset = reset_peak_rss();
+    let path = dir.join(format!("soulmem-{n}.redb"));
+    let _ = std::fs::remove_file(&path);
+
+    // 1. Build: add_batch of whole exchanges, ~10k memories per durable commit
+    // (redb reuses freed pages only after a durable commit: a non-durable build
+    // would leave the file much larger than its data).
+    let t = Instant::now();
+    let used = {
+        let mem = Memory::open(&path)?;
+        let pb = bar(n, format!("build {n}"));
+        let used = corpus.fill(&mem, n, 10_000, |done| pb.set_position(done.min(n)))?;
+        pb.finish_and_clear();
+        used
+    };
+    let build_s = t.elapsed().as_secs_f64();
+    let file = std::fs::metadata(&path)?.len();
+    row.insert("build_s".into(), round3(build_s));
+    row.insert("build_memories_per_s".into(), json!((n as f64 / build_s).round()));
+    row.insert("file_mb".into(), round3(file as f64 / 1048576.0));
+    row.insert("bytes_per_memory".into(), json!((file as f64 / n as f64).round()));
+
+    // 2. Measure on the store opened as an application would (durable writes).
+    let mut builder = Memory::builder();
+    if let Some(mb) = a.cache_mb {
+        builder = builder.cache_bytes(mb << 20);
+    }
+    let mem = builder.open(&path)?;
+    let stats = mem.stats()?;
+    row.insert("memories".into(), json!(mem.count()?));
+    row.insert("index_rows".into(), serde_json::to_value(&stats.index_rows)?);
+
+    // Recall: warm the cache with a pass, then time each query.
+    let mut empty = 0usize;
+    let mut postings = 0u64;
+    let recall = |q: &RecallQuery, empty: &mut usize, postings: &mut u64| -> anyhow::Result<f64> {
+        let t = Instant::now();
+        let r = mem.recall(q)?;
+        let e = ms(t.elapsed());
+        if r.memories.is_empty() {
+            *empty += 1;
+        }
+        *postings += r.trace.postings_read;
+        Ok(e)
+    };
+    let pb = bar(queries.len() as u64 * 4, format!("recall {n}"));
+    for q in queries.iter().take(50) {
+        recall(&RecallQuery::new(&q.text), &mut 0, &mut 0)?;
+    }
+    let mut plain = Vec::new();
+    let c = cpu_time();
+    for q in queries {
+        plain.push(recall(&RecallQuery::new(&q.text), &mut empty, &mut postings)?);
+        pb.inc(1);
+    }
+    let recall_cpu = cpu_time().saturating_sub(c);
+    let mut by_user = Vec::new();
+    let mut user_empty = 0usize;
+    for q in queries {
+        let mut rq = RecallQuery::new(&q.text);
+        rq.user_id = Some(q.user_id.clone());
+        by_user.push(recall(&rq, &mut user_empty, &mut 0)?);
+        pb.inc(1);
+    }
+    let mut by_domain = Vec::new();
+    for q in queries {
+        let mut rq = RecallQuery::new(&q.text);
+        rq.domain = Some(q.domain.clone());
+        by_domain.push(recall(&rq, &mut 0, &mut 0)?);
+        pb.inc(1);
+    }
+    // Recall without the access-recording write: what ranking alone costs.
+    let mut ro_mem_settings = mem.settings().clone();
+    ro_mem_settings.durable = false;
+    drop(mem);
+    let mem_nd = Memory::builder().settings(ro_mem_settings).open(&path)?;
+    let mut nondurable = Vec::new();
+    let c = cpu_time();
+    for q in queries {
+        let t = Instant::now();
+        mem_nd.recall(&RecallQuery::new(&q.text))?;
+        nondurable.push(ms(t.elapsed()));
+        pb.inc(1);
+    }
+    let nondurable_cpu = cpu_time().saturating_sub(c);
+    pb.finish_and_clear();
+    drop(mem_nd);
+    let mem = Memory::open(&path)?;
+    row.insert("recall_p50_ms".into(), round3(quantile(&mut plain, 0.5)));
+    row.insert("recall_p99_ms".into(), round3(quantile(&mut plain, 0.99)));
+    row.insert("recall_nondurable_p50_ms".into(), round3(quantile(&mut nondurable, 0.5)));
+    row.insert("recall_nondurable_p99_ms".into(), round3(quantile(&mut nondurable, 0.99)));
+    // Mean CPU per recall (all threads): robust to other load on the machine.
+    let per = |d: Duration| round3(ms(d) / queries.len().max(1) as f64);
+    row.insert("recall_cpu_mean_ms".into(), per(recall_cpu));
+    row.insert("recall_nondurable_cpu_mean_ms".into(), per(nondurable_cpu));
+    row.insert("recall_user_p50_ms".into(), round3(quantile(&mut by_user, 0.5)));
+    row.insert("recall_user_p99_ms".into(), round3(quantile(&mut by_user, 0.99)));
+    row.insert("recall_domain_p50_ms".into(), round3(quantile(&mut by_domain, 0.5)));
+    row.insert("recall_empty".into(), json!(empty));
+    row.insert("recall_user_empty".into(), json!(user_empty));
+    row.insert("postings_per_recall".into(), json!(postings / queries.len().max(1) as u64));
+
+    // Single durable observes of new exchanges.
+    let mut next = used;
+    let mut single = Vec::new();
+    let pb = bar(a.observes as u64, format!("observe {n}"));
+    let c = cpu_time();
+    for _ in 0..a.observes {
+        let ex = corpus.exchange(next);
+        next += 1;
+        let t = Instant::now();
+        mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
+        single.push(ms(t.elapsed()));
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let observe_cpu = cpu_time().saturating_sub(c);
+    row.insert(
+        "observe_cpu_mean_ms".into(),
+        round3(ms(observe_cpu) / a.observes.max(1) as f64),
+    );
+    row.insert("observe_p50_ms".into(), round3(quantile(&mut single, 0.5)));
+    row.insert("observe_p99_ms".into(), round3(quantile(&mut single, 0.99)));
+
+    // Batched observe throughput (durable commit per batch).
+    let pb = bar((a.batch * a.batches) as u64, format!("ingest {n}"));
+    let mut spent = Duration::ZERO;
+    let mut cpu = Duration::ZERO;
+    let mut done = 0usize;
+    for _ in 0..a.batches {
+        let items: Vec<(String, String, ObserveOptions)> = (0..a.batch)
+            .map(|_| {
+                let ex = corpus.exchange(next);
+                next += 1;
+                let o = opts(&ex.user_id, &ex.domain);
+                (ex.user, ex.agent, o)
+            })
+            .collect();
+        let t = Instant::now();
+        let c = cpu_time();
+        let reports = mem.observe_batch(&items)?;
+        spent += t.elapsed();
+        cpu += cpu_time().saturating_sub(c);
+        anyhow::ensure!(reports.len() == items.len(), "observe_batch lost reports");
+        done += items.len();
+        pb.inc(items.len() as u64);
+    }
+    pb.finish_and_clear();
+    row.insert("ingest_per_s".into(), json!((done as f64 / spent.as_secs_f64()).round()));
+    // Per CPU second: what the pipeline costs, whatever else the machine runs.
+    row.insert(
+        "ingest_per_cpu_s".into(),
+        json!((done as f64 / cpu.as_secs_f64().max(1e-3)).round()),
+    );
+    drop(mem);
+    row.insert("peak_rss_mb".into(), if rss_reset { round3(peak_rss_mb()) } else { Value::Null });
+
+    if let (true, Some(base)) = (a.compare, baselines) {
+        compare(base, corpus, queries, dir, n, used, &mut row)?;
+    }
+    Ok(row)
+}
+
+/// Search engines measured beside soulmem on the same documents and terms
+/// (`--compare`). Implemented by the `soulmem-compare` crate, which compiles this
+/// module into its own `soulmem-bench` binary so that soulctl never builds tantivy
+/// or SQLite.
+pub trait Baselines {
+    /// Indexes `docs` under `dir`, times a top-10 query for each entry of `terms`
+    /// (the tokens soulmem searches for), and adds fields to `row`.
+    ///
+    /// # Errors
+    /// Whatever the engines report.
+    fn measure(
+        &self,
+        docs: &[String],
+        terms: &[Vec<String>],
+        dir: &Path,
+        n: u64,
+        row: &mut Map<String, Value>,
+    ) -> anyhow::Result<()>;
+}
+
+/// Warms up on 50 queries, then times `f` on each entry of `terms`: `(p50, p99)` in
+/// milliseconds.
+///
+/// # Errors
+/// The first error of `f`.
+pub fn time_queries(
+    terms: &[Vec<String>],
+    f: &mut dyn FnMut(&[String]) -> anyhow::Result<usize>,
+) -> anyhow::Result<(f64, f64)> {
+    for t in terms.iter().take(50) {
+        f(t)?;
+    }
+    let mut v = Vec::new();
+    for t in terms {
+        let s = Instant::now();
+        f(t)?;
+        v.push(ms(s.elapsed()));
+    }
+    Ok((quantile(&mut v, 0.5), quantile(&mut v, 0.99)))
+}
+
+fn compare(
+    base: &dyn Baselines,
+    corpus: &Corpus,
+    queries: &[SynthQuery],
+    dir: &Path,
+    n: u64,
+    used: u64,
+    row: &mut Map<String, Value>,
+) -> anyhow::Result<()> {
+    // The same contents soulmem indexed (exchanges 0..used, first n memories).
+    let mut docs: Vec<String> = Vec::with_capacity(n as usize);
+    for i in 0..used {
+        docs.extend(corpus.entries(i).into_iter().map(|e| e.content));
+    }
+    docs.truncate(n as usize);
+    let terms: Vec<Vec<String>> = queries
+        .iter()
+        .map(|q| {
+            soulmem::read::query_terms(&q.text)
+                .into_iter()
+                .filter(|t| t.weight >= 1.0)
+                .map(|t| t.token)
+                .collect()
+        })
+        .collect();
+    base.measure(&docs, &terms, dir, n, row)
+}
+
+const COLUMNS: &[&str] = &[
+    "n",
+    "ingest_per_s",
+    "ingest_per_cpu_s",
+    "observe_p50_ms",
+    "observe_cpu_mean_ms",
+    "recall_p50_ms",
+    "recall_p99_ms",
+    "recall_nondurable_p50_ms",
+    "recall_cpu_mean_ms",
+    "recall_user_p50_ms",
+    "tantivy_p50_ms",
+    "sqlite_p50_ms",
+    "bytes_per_memory",
+    "peak_rss_mb",
+];
+
+fn cell(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::Number(x)) => x.to_string(),
+        Some(Value::Null) | None => "-".into(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn print_row(row: &Map<String, Value>) {
+    eprintln!("{}", serde_json::to_string(row).unwrap_or_default());
+}
+
+fn print_table(out: &Value) {
+    let empty = Vec::new();
+    let rows = out["sizes"].as_array().unwrap_or(&empty);
+    println!("| {} |", COLUMNS.join(" | "));
+    println!("|{}|", COLUMNS.iter().map(|_| "---:").collect::<Vec<_>>().join("|"));
+    for r in rows {
+        let cells: Vec<String> = COLUMNS.iter().map(|c| cell(r.get(*c))).collect();
+        println!("| {} |", cells.join(" | "));
+    }
+}
