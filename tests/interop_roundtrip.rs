@@ -201,9 +201,9 @@ fn check_finds_injected_corruption_and_reindex_repairs_it() {
         let db = redb::Database::create(&path).unwrap();
         let txn = db.begin_write().unwrap();
         {
-            let mut p: redb::Table<(&str, u64), u32> =
+            let mut p: redb::Table<(&str, u64), u64> =
                 txn.open_table(redb::TableDefinition::new("postings")).unwrap();
-            p.insert(("zzzstray", 999_999), 3).unwrap();
+            p.insert(("zzzstray", 999_999), 3u64).unwrap();
             let mut t: redb::Table<&str, u64> =
                 txn.open_table(redb::TableDefinition::new("terms")).unwrap();
             let first = t.first().unwrap().map(|(k, _)| k.value().to_owned()).unwrap();
