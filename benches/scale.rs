@@ -209,9 +209,8 @@ fn dedup(c: &mut Criterion) {
                     TECH[i % TECH.len()]
                 );
                 i += 1;
-                let r = mem
-                    .observe_pair(&user, "Noted.", &opts("u0007", "default"))
-                    .expect("observe");
+                let r =
+                    mem.observe_pair(&user, "Noted.", &opts("u0007", "default")).expect("observe");
                 assert!(!r.facts.is_empty(), "no fact stored for {user:?}");
                 r
             });

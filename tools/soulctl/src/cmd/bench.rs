@@ -340,10 +340,7 @@ fn measure(
     }
     pb.finish_and_clear();
     let observe_cpu = cpu_time().saturating_sub(c);
-    row.insert(
-        "observe_cpu_mean_ms".into(),
-        round3(ms(observe_cpu) / a.observes.max(1) as f64),
-    );
+    row.insert("observe_cpu_mean_ms".into(), round3(ms(observe_cpu) / a.observes.max(1) as f64));
     row.insert("observe_p50_ms".into(), round3(quantile(&mut single, 0.5)));
     row.insert("observe_p99_ms".into(), round3(quantile(&mut single, 0.99)));
 
@@ -411,6 +408,7 @@ pub trait Baselines {
 ///
 /// # Errors
 /// The first error of `f`.
+#[allow(dead_code)] // Used by the baselines in compare/ (soulmem-bench).
 pub fn time_queries(
     terms: &[Vec<String>],
     f: &mut dyn FnMut(&[String]) -> anyhow::Result<usize>,
