@@ -336,6 +336,13 @@ impl Memory {
         }
     }
 
+    /// Runs `f` in a write transaction committed without fsync: for access metadata
+    /// recorded by recall, which a crash may lose (the next durable commit persists
+    /// it) without losing any memory.
+    pub(crate) fn write_lazy<T>(&self, f: impl FnOnce(&mut Writer<'_>) -> Result<T>) -> Result<T> {
+        self.store.write(false, f)
+    }
+
     pub(crate) fn read(&self) -> Result<Reader> {
         self.store.read()
     }

@@ -421,13 +421,14 @@ impl Memory {
         Ok(out)
     }
 
-    /// Records an access at `now` on each memory (bounded history), in one write.
+    /// Records an access at `now` on each memory (bounded history), in one write
+    /// committed without fsync (see [`Memory::write_lazy`]).
     pub(crate) fn touch(&self, docnos: &[u64], now: crate::model::Timestamp) -> Result<()> {
         if docnos.is_empty() {
             return Ok(());
         }
         let cap = self.settings.access_history_cap;
-        self.write(|w| {
+        self.write_lazy(|w| {
             for &d in docnos {
                 if let Some(mut e) = w.get(d)? {
                     bump_access(&mut e, now, cap);

@@ -127,7 +127,7 @@ impl Memory {
             outcome.accessed.iter().filter_map(|a| state.entry(&a.store, &a.id).cloned()).collect();
         if grown || !updated.is_empty() {
             let corpus: Vec<String> = state.bm25.contents().map(str::to_owned).collect();
-            self.write(|w| {
+            self.write_lazy(|w| {
                 for e in updated {
                     if let Some(d) = w.docno_of(&e.id)? {
                         w.replace(d, e)?;

@@ -1,7 +1,7 @@
 //! One module per subcommand, each with its `Args` and a `run`.
 
-pub mod check;
 pub mod bench;
+pub mod check;
 pub mod demo;
 pub mod dump;
 pub mod forget;
