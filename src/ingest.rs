@@ -6,7 +6,7 @@
 //! Every op sets the clock to its own `at`. Ops other than `observe` and `remember`
 //! (`recall`, `forget`, `facts`, …) are consumed and counted but change nothing.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::DEFAULT_DOMAIN;
 use crate::error::{Error, Result};
@@ -52,21 +52,7 @@ impl IngestOp {
     }
 }
 
-fn field<'a>(op: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
-    op.get(name).filter(|v| !v.is_null())
-}
-
-fn str_field(op: &Map<String, Value>, name: &str) -> Result<Option<String>> {
-    match field(op, name) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(Error::InvalidInput(format!("`{name}` must be a string, got {other}"))),
-    }
-}
-
-fn req_str(op: &Map<String, Value>, name: &str) -> Result<String> {
-    str_field(op, name)?.ok_or_else(|| Error::InvalidInput(format!("missing `{name}`")))
-}
+use crate::replay::{field, req_str, str_field};
 
 /// Parses one scenario line. Everything ingest could refuse later (names, sizes,
 /// ranges) is checked here, so a batch of parsed ops applies without input errors.

@@ -68,11 +68,11 @@ pub struct Replayer {
     clock: Arc<FixedClock>,
 }
 
-fn field<'a>(op: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+pub(crate) fn field<'a>(op: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
     op.get(name).filter(|v| !v.is_null())
 }
 
-fn str_field(op: &Map<String, Value>, name: &str) -> Result<Option<String>> {
+pub(crate) fn str_field(op: &Map<String, Value>, name: &str) -> Result<Option<String>> {
     match field(op, name) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -80,7 +80,7 @@ fn str_field(op: &Map<String, Value>, name: &str) -> Result<Option<String>> {
     }
 }
 
-fn req_str(op: &Map<String, Value>, name: &str) -> Result<String> {
+pub(crate) fn req_str(op: &Map<String, Value>, name: &str) -> Result<String> {
     str_field(op, name)?.ok_or_else(|| Error::InvalidInput(format!("missing `{name}`")))
 }
 

@@ -215,6 +215,34 @@ fn attribute_facts(
     Ok(docnos.into_iter().collect())
 }
 
+/// Default profile: the facts of this user and domain a text may contradict — those
+/// similar enough for the negation and attribute checks, plus those stating one of
+/// its verb attributes — in `facts()` order, without the facts this observe stored.
+fn contradiction_candidates(
+    w: &mut Writer<'_>,
+    text: &str,
+    cx: &Ctx,
+    profile: Profile,
+    stored: &HashSet<u64>,
+) -> Result<Vec<Fact>> {
+    let user = cx.user_id.as_deref();
+    let mut v = similar_facts(w, text, contradiction::SIMILARITY_THRESHOLD, user, &cx.domain)?;
+    let seen: HashSet<u64> = v.iter().map(|f| f.docno).collect();
+    let extra: Vec<u64> = attribute_facts(w, text, user, &cx.domain, profile)?
+        .into_iter()
+        .filter(|d| !seen.contains(d))
+        .collect();
+    v.extend(load_facts(w, extra)?);
+    let ordered = in_facts_order(w, v.iter().map(|f| f.docno))?;
+    let mut by_docno: std::collections::HashMap<u64, Fact> =
+        v.into_iter().map(|f| (f.docno, f)).collect();
+    Ok(ordered
+        .into_iter()
+        .filter_map(|d| by_docno.remove(&d))
+        .filter(|f| !stored.contains(&f.docno))
+        .collect())
+}
+
 /// Supersedes the fact at `docno`: `superseded_by = by`, and the `superseded` flag
 /// when `flag` (contradictions set it; prefix conflicts and merges do not).
 fn supersede(
@@ -557,25 +585,9 @@ pub(crate) fn observe_in(
                 }
                 v
             } else {
-                let mut v = similar_facts(
-                    w,
-                    &fact.content,
-                    contradiction::SIMILARITY_THRESHOLD,
-                    cx.user_id.as_deref(),
-                    &cx.domain,
-                )?;
-                let seen: HashSet<u64> = v.iter().map(|f| f.docno).collect();
-                let extra =
-                    attribute_facts(w, &fact.content, cx.user_id.as_deref(), &cx.domain, profile)?;
-                let extra: Vec<u64> = extra.into_iter().filter(|d| !seen.contains(d)).collect();
-                v.extend(load_facts(w, extra)?);
-                let ordered = in_facts_order(w, v.iter().map(|f| f.docno))?;
-                let mut by_docno: std::collections::HashMap<u64, Fact> =
-                    v.into_iter().map(|f| (f.docno, f)).collect();
-                ordered
+                contradiction_candidates(w, &fact.content, &cx, profile, &stored_docnos)?
                     .into_iter()
-                    .filter_map(|d| by_docno.remove(&d))
-                    .filter(|f| !stored_docnos.contains(&f.docno) && f.docno != *new_docno)
+                    .filter(|f| f.docno != *new_docno)
                     .collect()
             };
             let pairs: Vec<(&str, &str)> =
@@ -610,28 +622,7 @@ pub(crate) fn observe_in(
         let cands: Vec<Fact> = if reference {
             all_active_facts(w)?
         } else {
-            let mut v = similar_facts(
-                w,
-                user,
-                contradiction::SIMILARITY_THRESHOLD,
-                cx.user_id.as_deref(),
-                &cx.domain,
-            )?;
-            let seen: HashSet<u64> = v.iter().map(|f| f.docno).collect();
-            let extra: Vec<u64> =
-                attribute_facts(w, user, cx.user_id.as_deref(), &cx.domain, profile)?
-                    .into_iter()
-                    .filter(|d| !seen.contains(d))
-                    .collect();
-            v.extend(load_facts(w, extra)?);
-            let ordered = in_facts_order(w, v.iter().map(|f| f.docno))?;
-            let mut by_docno: std::collections::HashMap<u64, Fact> =
-                v.into_iter().map(|f| (f.docno, f)).collect();
-            ordered
-                .into_iter()
-                .filter_map(|d| by_docno.remove(&d))
-                .filter(|f| !stored_docnos.contains(&f.docno))
-                .collect()
+            contradiction_candidates(w, user, &cx, profile, &stored_docnos)?
         };
         let pairs: Vec<(&str, &str)> =
             cands.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
