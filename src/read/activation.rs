@@ -65,10 +65,15 @@ pub fn base_level_activation(timestamps: &[Timestamp], now: Timestamp) -> f64 {
     }
     let mut total = 0.0;
     for ts in timestamps {
-        let age = seconds_between(now, *ts).max(MIN_AGE_SECONDS);
-        total += age.powf(-DECAY_RATE);
+        total += decay_term(seconds_between(now, *ts));
     }
     if total <= 0.0 { 0.0 } else { total.ln() }
+}
+
+/// One access's contribution to the base level: `max(1, age)^−d`, age in seconds.
+#[must_use]
+pub fn decay_term(age_seconds: f64) -> f64 {
+    age_seconds.max(MIN_AGE_SECONDS).powf(-DECAY_RATE)
 }
 
 /// The base level of a memory without access history: `(importance − 5)·0.2`.
@@ -91,10 +96,13 @@ pub fn base_level(entry: &MemoryEntry, now: Timestamp) -> f64 {
 /// Emotional boost `min(1, arousal + 0.3·|valence|)`; 0 without a somatic marker.
 #[must_use]
 pub fn emotional_boost(somatic: Option<&SomaticMarker>) -> f64 {
-    match somatic {
-        None => 0.0,
-        Some(s) => (s.arousal + s.valence.abs() * VALENCE_SHARE).min(1.0),
-    }
+    somatic.map_or(0.0, |s| emotion_of(s.valence, s.arousal))
+}
+
+/// The emotional boost of a marker's valence and arousal: `min(1, arousal + 0.3·|valence|)`.
+#[must_use]
+pub fn emotion_of(valence: f64, arousal: f64) -> f64 {
+    (arousal + valence.abs() * VALENCE_SHARE).min(1.0)
 }
 
 /// Significance term `0.3·significance` (0 when significance is 0).

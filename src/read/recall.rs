@@ -6,8 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use rayon::prelude::*;
 
 use super::activation::{
-    DECAY_RATE, MIN_AGE_SECONDS, VALENCE_SHARE, W_BASE, W_EMOTION, W_SALIENCE, W_SIGNIFICANCE,
-    W_SPREAD,
+    W_BASE, W_EMOTION, W_SPREAD, decay_term, emotion_of, salience_boost, significance_boost,
 };
 use super::candidates::{self, Candidate, Term};
 use super::filters;
@@ -50,8 +49,7 @@ pub fn query_terms(query: &str) -> Vec<Term> {
 pub fn base_level(info: &DocInfo, now_us: i64) -> f64 {
     let mut total = 0.0;
     let mut add = |t: i64| {
-        let secs = ((now_us - t) as f64 / 1e6).max(MIN_AGE_SECONDS);
-        total += secs.powf(-DECAY_RATE);
+        total += decay_term((now_us - t) as f64 / 1e6);
     };
     if info.access.first() != Some(&info.created_at) {
         add(info.created_at);
@@ -65,7 +63,7 @@ pub fn base_level(info: &DocInfo, now_us: i64) -> f64 {
 /// Emotional boost: arousal plus 0.3·|valence|, capped at 1.
 #[must_use]
 pub fn emotional_boost(somatic: Option<(f64, f64)>) -> f64 {
-    somatic.map_or(0.0, |(valence, arousal)| (arousal + valence.abs() * VALENCE_SHARE).min(1.0))
+    somatic.map_or(0.0, |(valence, arousal)| emotion_of(valence, arousal))
 }
 
 /// ACT-R retrieval threshold τ of the default profile: the activation of a memory
@@ -94,8 +92,8 @@ pub fn retrieval_probability(base: f64) -> f64 {
 pub fn activation(info: &DocInfo, spread: f64, now_us: i64) -> ScoreParts {
     let base = W_RETRIEVAL * retrieval_probability(base_level(info, now_us)) / W_BASE;
     let emotion = emotional_boost(info.somatic);
-    let significance = W_SIGNIFICANCE * info.significance;
-    let salience = (info.salience - 0.5) * W_SALIENCE;
+    let significance = significance_boost(info.significance);
+    let salience = salience_boost(info.salience);
     let total = W_BASE * base + W_SPREAD * spread + W_EMOTION * emotion + significance + salience;
     ScoreParts {
         base,

@@ -227,19 +227,17 @@ impl Store {
         durable: bool,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
     ) -> Result<T> {
+        self.write_cleared(durable, false, f)
+    }
+
+    /// Begins a write transaction, committed with fsync unless `durable` is false.
+    pub(crate) fn begin_write(&self, durable: bool) -> Result<redb::WriteTransaction> {
         let mut txn = self.db.begin_write()?;
         if !durable {
             txn.set_durability(redb::Durability::None)
                 .map_err(|e| Error::Storage(e.to_string()))?;
         }
-        let out = {
-            let mut w = Writer::open(&txn, self.profile)?;
-            let out = f(&mut w)?;
-            w.flush()?;
-            out
-        };
-        txn.commit()?;
-        Ok(out)
+        Ok(txn)
     }
 
     /// A consistent read snapshot.

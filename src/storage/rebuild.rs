@@ -12,7 +12,7 @@ use super::codec::decode;
 use super::keys::index_keys;
 use super::schema::{self, *};
 use super::{Store, Writer, meta_keys};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::memory::Memory;
 use crate::model::MemoryEntry;
 
@@ -71,14 +71,6 @@ fn clear_all(txn: &WriteTransaction, profile: crate::Profile) -> Result<()> {
     Writer::create_all(txn, profile)
 }
 
-fn begin(store: &Store, durable: bool) -> Result<WriteTransaction> {
-    let mut txn = store.db.begin_write()?;
-    if !durable {
-        txn.set_durability(redb::Durability::None).map_err(|e| Error::Storage(e.to_string()))?;
-    }
-    Ok(txn)
-}
-
 impl Store {
     /// Runs `f` in one write transaction, on an emptied store when `clear` is set
     /// (every entry, index, graph, event, archive, audit record and meta row but the
@@ -90,7 +82,7 @@ impl Store {
         clear: bool,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
     ) -> Result<T> {
-        let txn = begin(self, durable)?;
+        let txn = self.begin_write(durable)?;
         if clear {
             clear_all(&txn, self.profile)?;
         }
@@ -111,7 +103,7 @@ impl Store {
         durable: bool,
         mut progress: impl FnMut(u64),
     ) -> Result<RebuildReport> {
-        let txn = begin(self, durable)?;
+        let txn = self.begin_write(durable)?;
         delete_index_tables(&txn)?;
         let report = {
             let mut w = Writer::open(&txn, self.profile)?;
