@@ -721,7 +721,7 @@ impl Memory {
         let rows = [
             ("ids", r.ids.len()?),
             ("docs", r.docs.len()?),
-            ("postings", r.postings.len()?),
+            ("posting_blocks", r.postings.len()?),
             ("terms", r.terms.len()?),
             ("fact_tokens", r.fact_tokens.len()?),
             ("fact_terms", r.fact_terms.len()?),

@@ -197,15 +197,15 @@ fn check_finds_injected_corruption_and_reindex_repairs_it() {
         assert!(mem.check(|_| {}).unwrap().is_ok());
     }
     {
-        // A stray posting, a missing term count and a wrong corpus size.
+        // A stray, malformed postings block and a missing term row.
         let db = redb::Database::create(&path).unwrap();
         let txn = db.begin_write().unwrap();
         {
-            let mut p: redb::Table<(&str, u64), u64> =
-                txn.open_table(redb::TableDefinition::new("postings")).unwrap();
-            p.insert(("zzzstray", 999_999), 3u64).unwrap();
-            let mut t: redb::Table<&str, u64> =
-                txn.open_table(redb::TableDefinition::new("terms")).unwrap();
+            let mut p: redb::Table<(&str, u64), &[u8]> =
+                txn.open_table(redb::TableDefinition::new("posting_blocks")).unwrap();
+            p.insert(("zzzstray", 999_999), [5u8, 0].as_slice()).unwrap();
+            let mut t: redb::Table<&str, &[u8]> =
+                txn.open_table(redb::TableDefinition::new("term_info")).unwrap();
             let first = t.first().unwrap().map(|(k, _)| k.value().to_owned()).unwrap();
             t.remove(first.as_str()).unwrap();
         }

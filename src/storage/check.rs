@@ -37,7 +37,7 @@ type Key4 = (String, String, String, u64);
 struct Expected {
     ids: BTreeMap<String, u64>,
     docs: BTreeMap<u64, DocInfo>,
-    postings: BTreeMap<(String, u64), u64>,
+    postings: BTreeMap<(String, u64), (u32, u32)>,
     terms: BTreeMap<String, u64>,
     fact_tokens: BTreeSet<(String, String, u64)>,
     fact_terms: BTreeMap<(String, String), u64>,
@@ -114,8 +114,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
             }
             exp.docs.insert(docno, DocInfo::from_entry(&e, keys.doc_len));
             for (t, tf) in &keys.tokens {
-                exp.postings
-                    .insert((t.clone(), docno), super::schema::posting_value(*tf, keys.doc_len));
+                exp.postings.insert((t.clone(), docno), (*tf, keys.doc_len));
                 *exp.terms.entry(t.clone()).or_default() += 1;
             }
             exp.docs_count += 1;
@@ -166,18 +165,59 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     }
     diff_map("docs", &exp.docs, &got_docs, p);
     let mut got_post = BTreeMap::new();
+    let mut block_impacts: BTreeMap<String, Vec<(u64, u64, super::postings::Impacts)>> =
+        BTreeMap::new();
     for row in r.postings.range::<(&str, u64)>(..)? {
         let (k, v) = row?;
-        let (t, d) = k.value();
-        got_post.insert((t.to_owned(), d), v.value());
+        let (t, first) = k.value();
         rows += 1;
+        let h = match super::postings::header(first, v.value()) {
+            Ok(h) => h,
+            Err(e) => {
+                p.push(format!("postings: block ({t:?}, {first}): {e}"));
+                continue;
+            }
+        };
+        let list = match super::postings::decode_block(first, v.value()) {
+            Ok(list) => list,
+            Err(e) => {
+                p.push(format!("postings: block ({t:?}, {first}): {e}"));
+                continue;
+            }
+        };
+        if list.first().map(|q| q.docno) != Some(first) {
+            p.push(format!("postings: block ({t:?}, {first}) does not start at its key"));
+        }
+        let spans = block_impacts.entry(t.to_owned()).or_default();
+        if spans.last().is_some_and(|(_, last, _)| *last >= first) {
+            p.push(format!("postings: block ({t:?}, {first}) overlaps the previous one"));
+        }
+        for q in &list {
+            if !h.impacts.dominates(q.tf, q.len) {
+                p.push(format!("postings: ({t:?}, {}) exceeds its block's bound", q.docno));
+            }
+            got_post.insert((t.to_owned(), q.docno), (q.tf, q.len));
+        }
+        spans.push((first, h.last, h.impacts));
     }
     diff_map("postings", &exp.postings, &got_post, p);
     let mut got_terms = BTreeMap::new();
     for row in r.terms.range::<&str>(..)? {
         let (k, v) = row?;
-        got_terms.insert(k.value().to_owned(), v.value());
         rows += 1;
+        let t = k.value().to_owned();
+        match super::postings::TermInfo::decode(v.value()) {
+            Ok(info) => {
+                let loose = block_impacts.get(&t).into_iter().flatten().any(|(_, _, b)| {
+                    b.pairs().iter().any(|&(tf, len)| !info.impacts.dominates(tf, len))
+                });
+                if loose {
+                    p.push(format!("terms: {t:?}'s bound is below one of its blocks'"));
+                }
+                got_terms.insert(t, info.df);
+            }
+            Err(e) => p.push(format!("terms: {t:?}: {e}")),
+        }
     }
     diff_map("terms", &exp.terms, &got_terms, p);
     let mut got_ft = BTreeMap::new();

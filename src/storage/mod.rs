@@ -10,6 +10,7 @@ mod docinfo;
 pub mod faulty;
 pub mod graph;
 pub mod keys;
+pub mod postings;
 mod query;
 mod reader;
 pub mod rebuild;

@@ -38,11 +38,6 @@ pub fn entry(
     }
 }
 
-/// A counter (document frequency) for `key`.
-pub fn counter(table: &impl ReadableTable<Str, u64>, key: &str) -> Result<u64> {
-    Ok(table.get(key)?.map_or(0, |v| v.value()))
-}
-
 /// Docnos of active facts under a `(key, user, domain, docno)` table. `user` and
 /// `domain` narrow the scan when given (`Some("")` = facts without a user).
 pub fn keyed_facts(

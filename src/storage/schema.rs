@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -25,33 +25,20 @@ pub const IDS: TableDefinition<&str, u64> = TableDefinition::new("ids");
 /// filtering read, so recall never decodes whole entries.
 pub const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("docs");
 
-/// `(term, docno) → posting`: the inverted index over every entry's content and
-/// context (reference tokens of 3+ letters, Snowball-stemmed). The value packs the
-/// weighted term frequency (half units, see `keys::CONTENT_UNITS`) and the memory's
-/// length in the same units ([`posting_value`]), so BM25 scores a posting without
-/// reading the memory's [`DOCS`] record. (Schema 2; schema 1 stored the term
-/// frequency alone.)
-pub const POSTINGS: TableDefinition<(&str, u64), u64> = TableDefinition::new("postings");
-
-/// A [`POSTINGS`] value: document length in the high 32 bits, term frequency in the
-/// low 32.
-#[must_use]
-pub fn posting_value(tf: u32, doc_len: u32) -> u64 {
-    (u64::from(doc_len) << 32) | u64::from(tf)
-}
-
-/// `(term frequency, document length)` of a [`POSTINGS`] value.
-#[must_use]
-pub fn posting_parts(value: u64) -> (u32, u32) {
-    ((value & 0xFFFF_FFFF) as u32, (value >> 32) as u32)
-}
+/// `(term, first docno) → block`: the inverted index over every entry's content
+/// and context (reference tokens of 3+ letters, Snowball-stemmed), as compressed
+/// blocks of postings (docno, weighted term frequency, memory length) with their
+/// score upper bounds; `storage::postings` has the encoding. (Schema 3; schema 2
+/// kept one row per posting.)
+pub const POSTINGS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("posting_blocks");
 
 /// `docno → context text`: the conversation context a memory was written in (the
 /// preceding turns), indexed with it at half weight.
 pub const CONTEXT: TableDefinition<u64, &str> = TableDefinition::new("context");
 
-/// `token → document frequency` in [`POSTINGS`].
-pub const TERMS: TableDefinition<&str, u64> = TableDefinition::new("terms");
+/// `token → term info` ([`crate::storage::postings::TermInfo`]): document frequency
+/// in [`POSTINGS`] and the impacts bounding the term's BM25 contribution.
+pub const TERMS: TableDefinition<&str, &[u8]> = TableDefinition::new("term_info");
 
 /// `(partition, dedup token, docno) → ()` over active semantic facts (dedup
 /// tokenizer, minimum 2 letters minus stop-words): dedup and similarity candidates.

@@ -8,7 +8,7 @@ use super::codec::{decode, encode};
 use super::docinfo::DocInfo;
 use super::keys::{IndexKeys, index_keys};
 use super::schema::{self, *};
-use super::{CorpusStats, meta_keys, query};
+use super::{CorpusStats, meta_keys, postings, query};
 use crate::Profile;
 use crate::error::{Error, Result};
 use crate::model::{MemoryEntry, time};
@@ -24,8 +24,8 @@ pub struct Writer<'t> {
     pub(crate) meta: Table<'t, Str, Bytes>,
     pub(crate) ids: Table<'t, Str, u64>,
     pub(crate) docs: Table<'t, u64, Bytes>,
-    pub(crate) postings: Table<'t, (Str, u64), u64>,
-    pub(crate) terms: Table<'t, Str, u64>,
+    postings: Table<'t, (Str, u64), Bytes>,
+    terms: Table<'t, Str, Bytes>,
     pub(crate) fact_tokens: Table<'t, (Str, Str, u64), ()>,
     pub(crate) fact_terms: Table<'t, (Str, Str), u64>,
     pub(crate) prefixes: Table<'t, (Str, Str, Str, u64), ()>,
@@ -37,10 +37,11 @@ pub struct Writer<'t> {
     pub(crate) context: Table<'t, u64, Str>,
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
     pub(super) stats: CorpusStats,
-    /// Document-frequency changes to [`TERMS`] not written yet: applied once per
-    /// token by [`Writer::flush`] instead of a read and a write per posting.
-    /// Nothing reads `terms` inside a write transaction.
-    term_deltas: HashMap<String, i64>,
+    /// Posting and document-frequency changes not written yet: applied term by term
+    /// by [`Writer::flush`], so each touched block is rewritten once per transaction.
+    /// Reads of postings inside a write transaction go through
+    /// [`Writer::term_docnos`], which applies the term's changes first.
+    pending: postings::Pending,
 }
 
 fn new_id() -> String {
@@ -97,19 +98,13 @@ impl<'t> Writer<'t> {
             context: txn.open_table(CONTEXT)?,
             entry_tables: HashMap::new(),
             stats,
-            term_deltas: HashMap::new(),
+            pending: postings::Pending::default(),
         })
     }
 
     /// Writes the corpus statistics back. Called before commit.
     pub(crate) fn flush(&mut self) -> Result<()> {
-        let mut deltas: Vec<(String, i64)> =
-            self.term_deltas.drain().filter(|(_, d)| *d != 0).collect();
-        // Key order: neighbouring inserts touch the same B-tree pages.
-        deltas.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        for (tok, d) in deltas {
-            bump(&mut self.terms, &tok, d)?;
-        }
+        self.pending.apply(&mut self.postings, &mut self.terms)?;
         self.meta.insert(meta_keys::STATS, encode(&self.stats)?.as_slice())?;
         Ok(())
     }
@@ -267,30 +262,13 @@ impl<'t> Writer<'t> {
             self.stats.docs += 1;
             self.stats.total_len += u64::from(k.doc_len);
         }
-        // Postings grouped by token (docnos ascend within each group): the table is
-        // written in key order without sorting millions of tuples, and the term
-        // counts fall out of the group sizes.
-        let mut postings: HashMap<&str, Vec<(u64, u64)>> = HashMap::new();
+        // Postings go through the transaction's buffer: each term's blocks are
+        // written once, at flush.
         for ((_, k), &d) in rows.clone() {
             for (t, tf) in &k.tokens {
-                postings
-                    .entry(t.as_str())
-                    .or_default()
-                    .push((d, schema::posting_value(*tf, k.doc_len)));
+                self.pending.add(t, d, *tf, k.doc_len);
             }
         }
-        let mut postings: Vec<(&str, Vec<(u64, u64)>)> = postings.into_iter().collect();
-        postings.sort_unstable_by_key(|(t, _)| *t);
-        for (t, list) in &postings {
-            for &(d, value) in list {
-                self.postings.insert((*t, d), value)?;
-            }
-        }
-        for (t, list) in &postings {
-            let cur = query::counter(&self.terms, t)?;
-            self.terms.insert(*t, cur + list.len() as u64)?;
-        }
-        drop(postings);
         let parts: Vec<String> = entries
             .iter()
             .map(|e| schema::fact_partition(e.user_id.as_deref(), &e.domain))
@@ -438,9 +416,7 @@ impl<'t> Writer<'t> {
         let info = DocInfo::from_entry(e, keys.doc_len);
         self.docs.insert(docno, encode(&info)?.as_slice())?;
         for (tok, tf) in &keys.tokens {
-            self.postings
-                .insert((tok.as_str(), docno), schema::posting_value(*tf, keys.doc_len))?;
-            self.term_delta(tok, 1);
+            self.pending.add(tok, docno, *tf, keys.doc_len);
         }
         self.stats.docs += 1;
         self.stats.total_len += u64::from(keys.doc_len);
@@ -471,8 +447,7 @@ impl<'t> Writer<'t> {
     fn remove_rows(&mut self, docno: u64, e: &MemoryEntry, keys: &IndexKeys) -> Result<()> {
         self.docs.remove(docno)?;
         for tok in keys.tokens.keys() {
-            self.postings.remove((tok.as_str(), docno))?;
-            self.term_delta(tok, -1);
+            self.pending.remove(tok, docno);
         }
         self.stats.docs = self.stats.docs.saturating_sub(1);
         self.stats.total_len = self.stats.total_len.saturating_sub(u64::from(keys.doc_len));
@@ -504,13 +479,16 @@ impl<'t> Writer<'t> {
         Ok(())
     }
 
-    fn term_delta(&mut self, tok: &str, d: i64) {
-        match self.term_deltas.get_mut(tok) {
-            Some(v) => *v += d,
-            None => {
-                self.term_deltas.insert(tok.to_owned(), d);
-            }
+    /// Every docno whose index terms include `term`, ascending, as of this point in
+    /// the transaction.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn term_docnos(&mut self, term: &str) -> Result<Vec<u64>> {
+        if self.pending.touches(term) {
+            self.pending.apply_one(&mut self.postings, &mut self.terms, term)?;
         }
+        postings::docnos(&self.postings, term)
     }
 
     /// Names of every entry table (`mem:{layer}:{domain}`) in the store.
@@ -523,21 +501,6 @@ impl<'t> Writer<'t> {
             .filter(|n| n.starts_with(ENTRY_TABLE_PREFIX))
             .collect())
     }
-}
-
-fn bump(table: &mut Table<'_, Str, u64>, key: &str, delta: i64) -> Result<()> {
-    let cur = query::counter(table, key)?;
-    let next = if delta >= 0 {
-        cur + delta.unsigned_abs()
-    } else {
-        cur.saturating_sub(delta.unsigned_abs())
-    };
-    if next == 0 {
-        table.remove(key)?;
-    } else {
-        table.insert(key, next)?;
-    }
-    Ok(())
 }
 
 fn bump2(table: &mut Table<'_, (Str, Str), u64>, part: &str, key: &str, delta: i64) -> Result<()> {

@@ -120,7 +120,7 @@ fn layer_is_builtin(layer: &str) -> bool {
 
 /// Docnos whose content shares a token (or a synonym of one) with `query`: exactly
 /// the memories with `relevance_score(query, content) > 0`.
-pub(crate) fn matching_docnos(w: &Writer<'_>, query: &str) -> Result<BTreeSet<u64>> {
+pub(crate) fn matching_docnos(w: &mut Writer<'_>, query: &str) -> Result<BTreeSet<u64>> {
     // The index is keyed by stems: a stem's postings hold every exact match (and
     // more, which the caller's exact relevance check removes).
     let mut terms: BTreeSet<String> = BTreeSet::new();
@@ -132,9 +132,7 @@ pub(crate) fn matching_docnos(w: &Writer<'_>, query: &str) -> Result<BTreeSet<u6
     }
     let mut out = BTreeSet::new();
     for t in &terms {
-        for row in w.postings.range((t.as_str(), 0u64)..=(t.as_str(), u64::MAX))? {
-            out.insert(row?.0.value().1);
-        }
+        out.extend(w.term_docnos(t)?);
     }
     Ok(out)
 }
@@ -351,15 +349,12 @@ fn remove_graph_entity(w: &mut Writer<'_>, entity: &str, exact: bool) -> Result<
 
 /// Docnos whose content holds every token of `name` (the default profile's
 /// entity match by content).
-fn docnos_naming(w: &Writer<'_>, name: &str) -> Result<BTreeSet<u64>> {
+fn docnos_naming(w: &mut Writer<'_>, name: &str) -> Result<BTreeSet<u64>> {
     let tokens = tokenize(name);
     let mut out: Option<BTreeSet<u64>> = None;
     for t in &tokens {
         let s = stem(t);
-        let mut found = BTreeSet::new();
-        for row in w.postings.range((s.as_str(), 0u64)..=(s.as_str(), u64::MAX))? {
-            found.insert(row?.0.value().1);
-        }
+        let found: BTreeSet<u64> = w.term_docnos(&s)?.into_iter().collect();
         out = Some(match out {
             None => found,
             Some(prev) => prev.intersection(&found).copied().collect(),

@@ -1,0 +1,553 @@
+//! Block postings: the inverted index stored as compressed blocks.
+//!
+//! A term's postings (docno, term frequency, document length) are split into
+//! blocks of about [`BLOCK`] postings, one redb row each, keyed `(term, first docno)`.
+//! A block is varint-encoded (docno deltas) and starts with a header: how many
+//! postings it holds, its last docno and its *impacts*, the Pareto frontier of its
+//! `(tf, length)` pairs. Since a BM25 term score grows with tf and shrinks with
+//! length, the best score any posting of the block can reach is the best score of
+//! one of those few pairs: that upper bound lets the query side skip whole blocks
+//! without decoding them (block-max pruning, see `read::candidates`).
+//!
+//! Writes are buffered per transaction in [`Pending`] and applied term by term at
+//! commit, so a batch of observes rewrites each touched block once, not once per
+//! posting.
+//!
+//! Invariants (checked by `storage::check`): a block's key is its first docno; the
+//! blocks of a term hold disjoint, ascending docno ranges; no block is empty; every
+//! posting is dominated by a pair of its block's impacts and of its term's impacts
+//! in [`super::schema::TERMS`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use redb::{ReadableTable, Table};
+
+use crate::error::{Error, Result};
+
+/// Postings a block is filled to before a new one is started.
+pub const BLOCK: usize = 128;
+/// A block that grows past this (inserts in the middle) is split.
+const BLOCK_MAX: usize = 2 * BLOCK;
+/// Impacts kept per block or term before they are coarsened to one pair.
+const MAX_IMPACTS: usize = 4;
+
+type Str = &'static str;
+type Bytes = &'static [u8];
+
+/// One posting: a memory, the term's weighted frequency in it and its length
+/// (both in the index's half units, see `storage::keys::CONTENT_UNITS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Posting {
+    /// Internal document number.
+    pub docno: u64,
+    /// Weighted term frequency.
+    pub tf: u32,
+    /// Weighted document length.
+    pub len: u32,
+}
+
+/// The Pareto frontier of `(tf, length)` pairs of a set of postings: no pair has
+/// both a lower tf and a greater length than another. Every posting of the set is
+/// dominated by (tf ≤, length ≥) one of the pairs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Impacts(Vec<(u32, u32)>);
+
+impl Impacts {
+    /// Adds a posting's pair.
+    pub fn add(&mut self, tf: u32, len: u32) {
+        if self.dominates(tf, len) {
+            return;
+        }
+        self.0.retain(|&(t, l)| !(t <= tf && l >= len));
+        self.0.push((tf, len));
+        self.0.sort_unstable();
+        if self.0.len() > MAX_IMPACTS {
+            // Coarsen: one pair that dominates every other (a looser bound).
+            let tf = self.0.iter().map(|p| p.0).max().unwrap_or(0);
+            let len = self.0.iter().map(|p| p.1).min().unwrap_or(0);
+            self.0 = vec![(tf, len)];
+        }
+    }
+
+    /// Adds every pair of `other`.
+    pub fn merge(&mut self, other: &Impacts) {
+        for &(t, l) in &other.0 {
+            self.add(t, l);
+        }
+    }
+
+    /// Whether some pair has a tf at least `tf` and a length at most `len`.
+    #[must_use]
+    pub fn dominates(&self, tf: u32, len: u32) -> bool {
+        self.0.iter().any(|&(t, l)| t >= tf && l <= len)
+    }
+
+    /// The pairs.
+    #[must_use]
+    pub fn pairs(&self) -> &[(u32, u32)] {
+        &self.0
+    }
+
+    /// The largest value of `score(tf, len)` over the pairs (0 when empty).
+    pub fn max_by(&self, score: impl Fn(u32, u32) -> f64) -> f64 {
+        self.0.iter().map(|&(t, l)| score(t, l)).fold(0.0, f64::max)
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        put(out, self.0.len() as u64);
+        for &(t, l) in &self.0 {
+            put(out, u64::from(t));
+            put(out, u64::from(l));
+        }
+    }
+
+    fn decode(buf: &[u8], pos: &mut usize) -> Result<Self> {
+        let n = get(buf, pos)?;
+        if n > MAX_IMPACTS as u64 {
+            return Err(corrupt("too many impacts"));
+        }
+        let mut pairs = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            pairs.push((get32(buf, pos)?, get32(buf, pos)?));
+        }
+        Ok(Self(pairs))
+    }
+}
+
+fn corrupt(what: &str) -> Error {
+    Error::Corrupted(format!("postings block: {what}"))
+}
+
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get(buf: &[u8], pos: &mut usize) -> Result<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *buf.get(*pos).ok_or_else(|| corrupt("truncated"))?;
+        *pos += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Ok(v);
+        }
+    }
+    Err(corrupt("varint too long"))
+}
+
+fn get32(buf: &[u8], pos: &mut usize) -> Result<u32> {
+    u32::try_from(get(buf, pos)?).map_err(|_| corrupt("value out of range"))
+}
+
+/// A block's header: what pruning needs without decoding the postings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    /// First docno (the row key).
+    pub first: u64,
+    /// Last docno.
+    pub last: u64,
+    /// Number of postings.
+    pub count: usize,
+    /// Impacts of the block's postings.
+    pub impacts: Impacts,
+    /// Where the postings start in the value.
+    body: usize,
+}
+
+/// Encodes sorted, non-empty `postings` as one block value.
+fn encode_block(postings: &[Posting]) -> Vec<u8> {
+    let first = postings[0].docno;
+    let last = postings[postings.len() - 1].docno;
+    let mut impacts = Impacts::default();
+    for p in postings {
+        impacts.add(p.tf, p.len);
+    }
+    let mut out = Vec::with_capacity(8 + postings.len() * 3);
+    put(&mut out, postings.len() as u64);
+    put(&mut out, last - first);
+    impacts.encode(&mut out);
+    let mut prev = first;
+    for p in postings {
+        put(&mut out, p.docno - prev);
+        put(&mut out, u64::from(p.tf));
+        put(&mut out, u64::from(p.len));
+        prev = p.docno;
+    }
+    out
+}
+
+/// Reads the header of the block stored under docno `first`.
+pub fn header(first: u64, value: &[u8]) -> Result<Header> {
+    let mut pos = 0;
+    let count = get(value, &mut pos)?;
+    if count == 0 || count > 1 << 20 {
+        return Err(corrupt("bad posting count"));
+    }
+    let last = first.checked_add(get(value, &mut pos)?).ok_or_else(|| corrupt("bad range"))?;
+    let impacts = Impacts::decode(value, &mut pos)?;
+    Ok(Header { first, last, count: count as usize, impacts, body: pos })
+}
+
+/// Decodes the postings of a block whose header is `h`, appending them to `out`.
+pub fn decode_into(h: &Header, value: &[u8], out: &mut Vec<Posting>) -> Result<()> {
+    let mut pos = h.body;
+    let mut docno = h.first;
+    out.reserve(h.count);
+    for _ in 0..h.count {
+        docno = docno.checked_add(get(value, &mut pos)?).ok_or_else(|| corrupt("bad delta"))?;
+        out.push(Posting { docno, tf: get32(value, &mut pos)?, len: get32(value, &mut pos)? });
+    }
+    if docno != h.last || pos != value.len() {
+        return Err(corrupt("header and postings disagree"));
+    }
+    Ok(())
+}
+
+/// Every posting of a block.
+pub fn decode_block(first: u64, value: &[u8]) -> Result<Vec<Posting>> {
+    let h = header(first, value)?;
+    let mut out = Vec::new();
+    decode_into(&h, value, &mut out)?;
+    Ok(out)
+}
+
+/// A term's row in [`super::schema::TERMS`]: document frequency and impacts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TermInfo {
+    /// Number of memories holding the term.
+    pub df: u64,
+    /// Impacts over all its postings (an upper bound: kept when postings go).
+    pub impacts: Impacts,
+}
+
+impl TermInfo {
+    /// Encodes the row value.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(12);
+        put(&mut out, self.df);
+        self.impacts.encode(&mut out);
+        out
+    }
+
+    /// Decodes a row value.
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] on a malformed value.
+    pub fn decode(value: &[u8]) -> Result<Self> {
+        let mut pos = 0;
+        let df = get(value, &mut pos)?;
+        let impacts = Impacts::decode(value, &mut pos)?;
+        Ok(Self { df, impacts })
+    }
+}
+
+/// What one term's postings change by in a transaction.
+#[derive(Debug, Default)]
+struct TermOps {
+    /// Final state of each touched posting: `Some((tf, len))` written, `None` removed.
+    ops: BTreeMap<u64, Option<(u32, u32)>>,
+    /// Change of the document frequency.
+    df: i64,
+}
+
+/// Posting changes buffered in a write transaction, applied by [`Pending::apply`].
+#[derive(Debug, Default)]
+pub struct Pending {
+    terms: HashMap<String, TermOps>,
+}
+
+impl Pending {
+    fn term(&mut self, term: &str) -> &mut TermOps {
+        if !self.terms.contains_key(term) {
+            self.terms.insert(term.to_owned(), TermOps::default());
+        }
+        self.terms.get_mut(term).expect("inserted above")
+    }
+
+    /// Records that `docno` holds `term` (a new posting).
+    pub fn add(&mut self, term: &str, docno: u64, tf: u32, len: u32) {
+        let t = self.term(term);
+        t.ops.insert(docno, Some((tf, len)));
+        t.df += 1;
+    }
+
+    /// Records that `docno` no longer holds `term`.
+    pub fn remove(&mut self, term: &str, docno: u64) {
+        let t = self.term(term);
+        t.ops.insert(docno, None);
+        t.df -= 1;
+    }
+
+    /// Whether changes to `term` wait to be applied.
+    #[must_use]
+    pub fn touches(&self, term: &str) -> bool {
+        self.terms.contains_key(term)
+    }
+
+    /// Applies every buffered change, in term order, to the block table and the
+    /// term table.
+    ///
+    /// # Errors
+    /// Storage errors; [`Error::Corrupted`] on a malformed block.
+    pub fn apply(
+        &mut self,
+        blocks: &mut Table<'_, (Str, u64), Bytes>,
+        terms: &mut Table<'_, Str, Bytes>,
+    ) -> Result<()> {
+        let mut all: Vec<(String, TermOps)> = self.terms.drain().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (term, ops) in all {
+            apply_term(blocks, terms, &term, &ops)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the buffered changes of `term` only.
+    ///
+    /// # Errors
+    /// As [`Pending::apply`].
+    pub fn apply_one(
+        &mut self,
+        blocks: &mut Table<'_, (Str, u64), Bytes>,
+        terms: &mut Table<'_, Str, Bytes>,
+        term: &str,
+    ) -> Result<()> {
+        if let Some(ops) = self.terms.remove(term) {
+            apply_term(blocks, terms, term, &ops)?;
+        }
+        Ok(())
+    }
+}
+
+fn apply_term(
+    blocks: &mut Table<'_, (Str, u64), Bytes>,
+    terms: &mut Table<'_, Str, Bytes>,
+    term: &str,
+    t: &TermOps,
+) -> Result<()> {
+    let ops: Vec<(u64, Option<(u32, u32)>)> = t.ops.iter().map(|(d, o)| (*d, *o)).collect();
+    let mut added = Impacts::default();
+    for (_, o) in &ops {
+        if let Some((tf, len)) = o {
+            added.add(*tf, *len);
+        }
+    }
+    let mut i = 0;
+    while i < ops.len() {
+        let d = ops[i].0;
+        // The block that holds `d`: the last one starting at or before it, else the
+        // term's first block.
+        let (key, mut postings) = {
+            let found = match blocks.range((term, 0u64)..=(term, d))?.next_back() {
+                Some(row) => Some(row?),
+                None => blocks.range((term, d)..=(term, u64::MAX))?.next().transpose()?,
+            };
+            match found {
+                Some((k, v)) => (Some(k.value().1), decode_block(k.value().1, v.value())?),
+                None => (None, Vec::new()),
+            }
+        };
+        // Ops up to the next block's first docno land in this block.
+        let next = match key {
+            Some(k) if k < u64::MAX => blocks
+                .range((term, k + 1)..=(term, u64::MAX))?
+                .next()
+                .transpose()?
+                .map(|(nk, _)| nk.value().1),
+            _ => None,
+        };
+        let end = i + ops[i..].partition_point(|(d, _)| next.is_none_or(|n| *d < n));
+        let mine = &ops[i..end];
+        let appending = postings.last().is_some_and(|p| mine[0].0 > p.docno);
+        if appending && postings.len() >= BLOCK {
+            // A full last block stays as it is; new postings open new blocks.
+            let fresh: Vec<Posting> = mine
+                .iter()
+                .filter_map(|(d, o)| o.map(|(tf, len)| Posting { docno: *d, tf, len }))
+                .collect();
+            write_blocks(blocks, term, None, &fresh)?;
+        } else {
+            for &(d, o) in mine {
+                let at = postings.partition_point(|p| p.docno < d);
+                let present = postings.get(at).is_some_and(|p| p.docno == d);
+                match (o, present) {
+                    (Some((tf, len)), true) => postings[at] = Posting { docno: d, tf, len },
+                    (Some((tf, len)), false) => postings.insert(at, Posting { docno: d, tf, len }),
+                    (None, true) => {
+                        postings.remove(at);
+                    }
+                    (None, false) => {}
+                }
+            }
+            write_blocks(blocks, term, key, &postings)?;
+        }
+        i = end;
+    }
+    let mut info = match terms.get(term)? {
+        Some(v) => TermInfo::decode(v.value())?,
+        None => TermInfo::default(),
+    };
+    info.df = if t.df >= 0 {
+        info.df + t.df.unsigned_abs()
+    } else {
+        info.df.saturating_sub(t.df.unsigned_abs())
+    };
+    if info.df == 0 {
+        terms.remove(term)?;
+    } else {
+        info.impacts.merge(&added);
+        terms.insert(term, info.encode().as_slice())?;
+    }
+    Ok(())
+}
+
+/// Replaces the block stored under `old` (if any) by `postings`, split into blocks
+/// of at most [`BLOCK_MAX`] postings of even size.
+fn write_blocks(
+    blocks: &mut Table<'_, (Str, u64), Bytes>,
+    term: &str,
+    old: Option<u64>,
+    postings: &[Posting],
+) -> Result<()> {
+    if let Some(k) = old {
+        blocks.remove((term, k))?;
+    }
+    if postings.is_empty() {
+        return Ok(());
+    }
+    let n = if postings.len() > BLOCK_MAX { postings.len().div_ceil(BLOCK) } else { 1 };
+    let size = postings.len().div_ceil(n);
+    for chunk in postings.chunks(size) {
+        blocks.insert((term, chunk[0].docno), encode_block(chunk).as_slice())?;
+    }
+    Ok(())
+}
+
+/// Every docno holding `term`, ascending.
+///
+/// # Errors
+/// Storage errors; [`Error::Corrupted`] on a malformed block.
+pub fn docnos(blocks: &impl ReadableTable<(Str, u64), Bytes>, term: &str) -> Result<Vec<u64>> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    for row in blocks.range((term, 0u64)..=(term, u64::MAX))? {
+        let (k, v) = row?;
+        buf.clear();
+        let h = header(k.value().1, v.value())?;
+        decode_into(&h, v.value(), &mut buf)?;
+        out.extend(buf.iter().map(|p| p.docno));
+    }
+    Ok(out)
+}
+
+/// Every posting of `term`, ascending.
+///
+/// # Errors
+/// As [`docnos`].
+pub fn postings_of(
+    blocks: &impl ReadableTable<(Str, u64), Bytes>,
+    term: &str,
+) -> Result<Vec<Posting>> {
+    let mut out = Vec::new();
+    for row in blocks.range((term, 0u64)..=(term, u64::MAX))? {
+        let (k, v) = row?;
+        let h = header(k.value().1, v.value())?;
+        decode_into(&h, v.value(), &mut out)?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use redb::{Database, TableDefinition, backends::InMemoryBackend};
+
+    const B: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("b");
+    const T: TableDefinition<&str, &[u8]> = TableDefinition::new("t");
+
+    #[test]
+    fn impacts_keep_the_frontier() {
+        let mut i = Impacts::default();
+        i.add(2, 10);
+        i.add(2, 12); // dominated
+        i.add(4, 20);
+        i.add(1, 5);
+        assert_eq!(i.pairs(), &[(1, 5), (2, 10), (4, 20)]);
+        i.add(4, 8); // dominates (2,10) and (4,20)
+        assert_eq!(i.pairs(), &[(1, 5), (4, 8)]);
+        assert!(i.dominates(3, 9));
+        assert!(!i.dominates(5, 100));
+    }
+
+    #[test]
+    fn a_block_round_trips() {
+        let ps: Vec<Posting> = (0..300)
+            .map(|i| Posting { docno: 1000 + i * 7, tf: (i % 5) as u32 + 1, len: 10 + i as u32 })
+            .collect();
+        let v = encode_block(&ps);
+        let h = header(1000, &v).unwrap();
+        assert_eq!((h.count, h.last), (300, 1000 + 299 * 7));
+        assert!(ps.iter().all(|p| h.impacts.dominates(p.tf, p.len)));
+        assert_eq!(decode_block(1000, &v).unwrap(), ps);
+        // Truncated values are errors, not panics.
+        for cut in 0..v.len() {
+            assert!(decode_block(1000, &v[..cut]).is_err());
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Random add/remove sequences over a few commits leave exactly the expected
+        /// postings, in well-formed blocks.
+        #[test]
+        fn blocks_track_a_model(batches in prop::collection::vec(
+            prop::collection::vec((0u64..700, any::<bool>(), 1u32..6), 1..400), 1..5)) {
+            let db = Database::builder().create_with_backend(InMemoryBackend::new()).unwrap();
+            let mut model: BTreeMap<u64, (u32, u32)> = BTreeMap::new();
+            for batch in batches {
+                let txn = db.begin_write().unwrap();
+                {
+                    let mut blocks = txn.open_table(B).unwrap();
+                    let mut terms = txn.open_table(T).unwrap();
+                    let mut p = Pending::default();
+                    for (d, add, tf) in batch {
+                        if add && !model.contains_key(&d) {
+                            model.insert(d, (tf, tf * 3));
+                            p.add("x", d, tf, tf * 3);
+                        } else if !add && model.remove(&d).is_some() {
+                            p.remove("x", d);
+                        }
+                    }
+                    p.apply(&mut blocks, &mut terms).unwrap();
+                    let got = postings_of(&blocks, "x").unwrap();
+                    let want: Vec<Posting> = model.iter()
+                        .map(|(d, (tf, len))| Posting { docno: *d, tf: *tf, len: *len }).collect();
+                    prop_assert_eq!(&got, &want);
+                    let info = terms.get("x").unwrap().map(|v| TermInfo::decode(v.value()).unwrap());
+                    prop_assert_eq!(info.as_ref().map_or(0, |i| i.df), model.len() as u64);
+                    let mut prev: Option<u64> = None;
+                    for row in blocks.range::<(&str, u64)>(..).unwrap() {
+                        let (k, v) = row.unwrap();
+                        let h = header(k.value().1, v.value()).unwrap();
+                        prop_assert!(h.count <= BLOCK_MAX);
+                        prop_assert!(prev.is_none_or(|p| p < h.first));
+                        let ps = decode_block(k.value().1, v.value()).unwrap();
+                        prop_assert_eq!(ps[0].docno, h.first);
+                        for q in &ps {
+                            prop_assert!(h.impacts.dominates(q.tf, q.len));
+                            prop_assert!(info.as_ref().unwrap().impacts.dominates(q.tf, q.len));
+                        }
+                        prev = Some(h.last);
+                    }
+                }
+                txn.commit().unwrap();
+            }
+        }
+    }
+}
