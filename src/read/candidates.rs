@@ -26,8 +26,21 @@ pub const B: f64 = 0.75;
 /// The most postings one query decodes (the work bound).
 pub const MAX_POSTINGS: u64 = 400_000;
 
-/// Relative slack on upper bounds, so rounding never prunes a memory that ties.
-const SLACK: f64 = 1.0 + 1e-9;
+/// Relative tolerance when a bound is compared with the k-th score: summation order
+/// moves a score by far less, and a memory that only ties the k-th loses anyway
+/// (docnos ascend, ties go to the lower).
+const TIE: f64 = 1e-12;
+
+/// Whether a memory whose score is at most `bound` cannot displace the k-th
+/// (`theta`).
+fn cannot_beat(bound: f64, theta: f64) -> bool {
+    bound <= theta + theta.abs() * TIE
+}
+
+/// Terms held by more than this share of memories (IDF below 0.1) carry almost no
+/// information: they are left out of candidate generation when the query has
+/// other terms, instead of decoding postings for nearly the whole store.
+pub const MAX_DF_SHARE: f64 = 0.9;
 
 /// A query term with its weight (1 for query words, less for expansions).
 #[derive(Debug, Clone, PartialEq)]
@@ -123,6 +136,16 @@ pub fn term_stats(r: &Reader, terms: &[Term]) -> Result<Vec<TermStat>> {
     Ok(out)
 }
 
+/// The terms that score candidates, lowest bound first (ties by token): all of
+/// them, less the ones above [`MAX_DF_SHARE`] when others remain.
+fn scoring_order<'s>(r: &Reader, stats: &'s [TermStat]) -> Vec<&'s TermStat> {
+    let common = |t: &TermStat| t.df as f64 > MAX_DF_SHARE * r.stats().docs as f64;
+    let informative = stats.iter().any(|t| !common(t));
+    let mut order: Vec<&TermStat> = stats.iter().filter(|t| !informative || !common(t)).collect();
+    order.sort_by(|a, b| a.upper.total_cmp(&b.upper).then_with(|| a.token.cmp(&b.token)));
+    order
+}
+
 type BlockRows<'a> = Range<'a, (&'static str, u64), &'static [u8]>;
 
 /// A position in one term's postings, moving forward only.
@@ -216,9 +239,11 @@ impl<'a> Cursor<'a> {
             self.decoded = true;
             *read += self.postings.len() as u64;
         }
-        // `d <= last`, so a posting at or after `d` is in this block.
-        let from = self.pos;
-        self.pos = from + self.postings[from..].partition_point(|p| p.docno < d);
+        // `d <= last`, so a posting at or after `d` is in this block. Calls come
+        // with ascending `d`: a linear walk is amortised over the block.
+        while self.postings.get(self.pos).is_some_and(|p| p.docno < d) {
+            self.pos += 1;
+        }
         Ok(self.postings.get(self.pos).map_or(u64::MAX, |p| p.docno))
     }
 
@@ -253,25 +278,104 @@ impl Ord for Held {
     }
 }
 
+/// The docnos a filter admits, walked in ascending order: candidate generation
+/// jumps from one to the next, skipping postings blocks that hold none of them.
+pub trait Allow {
+    /// The smallest admitted docno at or after `d` (`None` past the last).
+    /// Calls with ascending `d` are the fast path; a smaller `d` starts over.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn next_ge(&mut self, d: u64) -> Result<Option<u64>>;
+}
+
+/// An [`Allow`] over a sorted slice.
+pub struct Sorted<'a>(pub &'a [u64]);
+
+impl Allow for Sorted<'_> {
+    fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
+        let i = self.0.partition_point(|&x| x < d);
+        Ok(self.0.get(i).copied())
+    }
+}
+
 /// The `k` best memories by BM25 that pass `accept`, and the number of postings
 /// decoded. Ties are broken by docno (the lower wins), then the result is sorted by
 /// score and id.
 ///
-/// `accept` sees a memory at most once, and only when its score would place it
-/// among the `k` best.
+/// A first pass ranks without `accept` (only `allow`) and keeps twice `k`; their
+/// records are then read and checked in rank order. Only when fewer than `k` of
+/// them pass does a second pass run with `accept` applied to every memory that
+/// would place. Either way `accept` sees a memory at most once.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on a malformed block.
 pub fn top_k(
     r: &Reader,
     stats: &[TermStat],
     k: usize,
+    mut allow: Option<&mut dyn Allow>,
     mut accept: impl FnMut(u64, &DocInfo) -> bool,
 ) -> Result<(Vec<Candidate>, u64)> {
     if k == 0 || stats.is_empty() {
         return Ok((Vec::new(), 0));
     }
+    let wide = k.saturating_mul(2).max(k + 8);
+    let (held, mut read) = search(r, stats, wide, reborrow(&mut allow), &mut |_| Ok(true))?;
+    let mut verdicts: HashMap<u64, Option<DocInfo>> = HashMap::new();
+    let mut verdict = |d: u64| -> Result<bool> {
+        if let Some(v) = verdicts.get(&d) {
+            return Ok(v.is_some());
+        }
+        let v = r.docinfo(d)?.filter(|info| accept(d, info));
+        let kept = v.is_some();
+        verdicts.insert(d, v);
+        Ok(kept)
+    };
+    let mut best: Vec<(u64, f64)> = Vec::with_capacity(k);
+    for &(d, score) in &held {
+        if verdict(d)? {
+            best.push((d, score));
+            if best.len() == k {
+                break;
+            }
+        }
+    }
+    if best.len() < k && held.len() == wide {
+        // Too many of the first pass were filtered out: filter while ranking.
+        let (again, more) = search(r, stats, k, allow, &mut verdict)?;
+        read += more;
+        best = again;
+    }
+    let mut out: Vec<Candidate> = best
+        .into_iter()
+        .filter_map(|(docno, bm25)| {
+            verdicts.remove(&docno).flatten().map(|info| Candidate { docno, bm25, info })
+        })
+        .collect();
+    out.sort_by(|a, b| b.bm25.total_cmp(&a.bm25).then_with(|| a.info.id.cmp(&b.info.id)));
+    Ok((out, read))
+}
+
+fn reborrow<'s>(a: &'s mut Option<&mut dyn Allow>) -> Option<&'s mut dyn Allow> {
+    match a {
+        Some(x) => Some(&mut **x),
+        None => None,
+    }
+}
+
+/// Block-max MaxScore over `stats`: the `k` best memories that `allow` admits and
+/// `keep` passes, best first (ties by docno), and the postings decoded. `keep` is
+/// asked only about memories whose score would place.
+fn search(
+    r: &Reader,
+    stats: &[TermStat],
+    k: usize,
+    mut allow: Option<&mut dyn Allow>,
+    keep: &mut dyn FnMut(u64) -> Result<bool>,
+) -> Result<(Vec<(u64, f64)>, u64)> {
     let avg = avgdl(r);
-    // Lowest bound first: the non-essential terms are a prefix.
-    let mut order: Vec<&TermStat> = stats.iter().collect();
-    order.sort_by(|a, b| a.upper.total_cmp(&b.upper).then_with(|| a.token.cmp(&b.token)));
+    let order = scoring_order(r, stats);
     let mut cursors: Vec<Cursor<'_>> =
         order.iter().map(|t| Cursor::new(r, t, avg)).collect::<Result<_>>()?;
     let n = cursors.len();
@@ -281,7 +385,6 @@ pub fn top_k(
         prefix[j + 1] = prefix[j] + cursors[j].upper;
     }
     let mut heap: BinaryHeap<Held> = BinaryHeap::with_capacity(k + 1);
-    let mut infos: HashMap<u64, DocInfo> = HashMap::new();
     let mut theta = f64::NEG_INFINITY;
     let mut essential = 0usize; // terms 0..essential are non-essential
     let mut read = 0u64;
@@ -289,6 +392,13 @@ pub fn top_k(
     let mut cur = 0u64;
 
     'windows: while essential < n && read < MAX_POSTINGS {
+        if let Some(a) = reborrow(&mut allow) {
+            // Start at the next allowed memory.
+            match a.next_ge(cur)? {
+                None => break,
+                Some(next) => cur = next,
+            }
+        }
         for c in &mut cursors[essential..] {
             c.shallow(cur)?;
         }
@@ -303,7 +413,7 @@ pub fn top_k(
             .map(|c| c.block_upper)
             .sum::<f64>()
             + prefix[essential];
-        if heap.len() == k && window * SLACK <= theta {
+        if heap.len() == k && cannot_beat(window, theta) {
             if up_to == u64::MAX {
                 break;
             }
@@ -321,6 +431,19 @@ pub fn top_k(
             if d > up_to {
                 break;
             }
+            if let Some(a) = reborrow(&mut allow) {
+                match a.next_ge(d)? {
+                    None => break 'windows,
+                    Some(next) if next != d => {
+                        cur = next;
+                        if next > up_to {
+                            break;
+                        }
+                        continue;
+                    }
+                    Some(_) => {}
+                }
+            }
             parts.iter_mut().for_each(|p| *p = 0.0);
             let mut partial = 0.0;
             for (j, c) in cursors.iter_mut().enumerate().skip(essential) {
@@ -331,7 +454,7 @@ pub fn top_k(
             }
             let mut pruned = false;
             for j in (0..essential).rev() {
-                if heap.len() == k && (partial + prefix[j + 1]) * SLACK <= theta {
+                if heap.len() == k && cannot_beat(partial + prefix[j + 1], theta) {
                     pruned = true;
                     break;
                 }
@@ -352,23 +475,19 @@ pub fn top_k(
             if heap.len() == k && score <= theta {
                 continue;
             }
-            let Some(info) = r.docinfo(d)? else { continue };
-            if !accept(d, &info) {
+            if !keep(d)? {
                 continue;
             }
-            infos.insert(d, info);
             heap.push(Held { score, docno: d });
-            if heap.len() > k
-                && let Some(out) = heap.pop()
-            {
-                infos.remove(&out.docno);
+            if heap.len() > k {
+                heap.pop();
             }
             if heap.len() == k {
                 let t = heap.peek().map_or(f64::NEG_INFINITY, |h| h.score);
                 if t > theta {
                     theta = t;
                     let before = essential;
-                    while essential < n && prefix[essential + 1] * SLACK <= theta {
+                    while essential < n && cannot_beat(prefix[essential + 1], theta) {
                         essential += 1;
                     }
                     if essential != before {
@@ -385,13 +504,8 @@ pub fn top_k(
         }
         cur = cur.max(up_to + 1);
     }
-    let mut out: Vec<Candidate> = heap
-        .into_iter()
-        .filter_map(|h| {
-            infos.remove(&h.docno).map(|info| Candidate { docno: h.docno, bm25: h.score, info })
-        })
-        .collect();
-    out.sort_by(|a, b| b.bm25.total_cmp(&a.bm25).then_with(|| a.info.id.cmp(&b.info.id)));
+    let mut out: Vec<(u64, f64)> = heap.into_iter().map(|h| (h.docno, h.score)).collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     Ok((out, read))
 }
 
@@ -411,12 +525,11 @@ mod tests {
     fn brute(r: &Reader, stats: &[TermStat]) -> HashMap<u64, f64> {
         let avg = avgdl(r);
         let mut per_doc: HashMap<u64, Vec<(usize, f64)>> = HashMap::new();
-        let mut order: Vec<&TermStat> = stats.iter().collect();
-        order.sort_by(|a, b| a.upper.total_cmp(&b.upper).then_with(|| a.token.cmp(&b.token)));
+        let order = scoring_order(r, stats);
         for (j, t) in order.iter().enumerate() {
             for p in postings::postings_of(&r.postings, &t.token).unwrap() {
                 let s = t.weight * term_score(t.idf, p.tf, p.len, avg);
-                assert!(s <= t.upper * SLACK, "term bound below a posting");
+                assert!(s <= t.upper * (1.0 + TIE), "term bound below a posting");
                 per_doc.entry(p.docno).or_default().push((j, s));
             }
         }
@@ -466,7 +579,11 @@ mod tests {
                     .collect();
                 let stats = term_stats(&r, &terms).unwrap();
                 let keep = |d: u64| modulo == 0 || d % (modulo + 1) != 0;
-                let (got, _) = top_k(&r, &stats, k, |d, _| keep(d)).unwrap();
+                let allowed: Vec<u64> = (0..2000).filter(|d| keep(*d)).collect();
+                let mut sorted = Sorted(&allowed);
+                let allow: Option<&mut dyn Allow> =
+                    if modulo == 3 { Some(&mut sorted) } else { None };
+                let (got, _) = top_k(&r, &stats, k, allow, |d, _| keep(d)).unwrap();
                 let mut want: Vec<(u64, f64)> =
                     brute(&r, &stats).into_iter().filter(|(d, _)| keep(*d)).collect();
                 want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

@@ -1,8 +1,9 @@
 //! Recall filters: who may see what.
 
+use crate::error::Result;
 use crate::model::{MemoryType, Visibility};
 use crate::read::query::RecallQuery;
-use crate::storage::DocInfo;
+use crate::storage::{DocInfo, Reader};
 
 /// True when `outer` contains `inner` by hierarchical glob rules (`*` contains all;
 /// `a:b:*` contains `a:b` and every `a:b:…`; equal strings contain each other).
@@ -105,5 +106,92 @@ mod tests {
         assert!(visible_to(Visibility::Bonded, Some("x"), 30.0, 30.0));
         assert!(!visible_to(Visibility::Bonded, Some("x"), 29.9, 30.0));
         assert!(visible_to(Visibility::Public, Some("x"), 0.0, 30.0));
+    }
+}
+
+/// The docnos a `user_id` filter admits (the user's memories and the unattributed
+/// ones), walked through the users index: each step moves a few rows forward, or
+/// seeks when the target is further, so a sparse user costs a seek per candidate
+/// and a dense one a row per candidate, never a record read.
+pub struct UserDocs<'r> {
+    owners: Vec<OwnerRows<'r>>,
+    /// The last docno asked about.
+    last: u64,
+}
+
+type UserRows<'r> = redb::Range<'r, (&'static str, u64), ()>;
+
+/// One owner's rows of the users index.
+struct OwnerRows<'r> {
+    r: &'r Reader,
+    owner: String,
+    rows: Option<UserRows<'r>>,
+    /// The current row (`u64::MAX` past the end); `None` before the first step.
+    head: Option<u64>,
+}
+
+/// Rows walked before a seek is cheaper.
+const GALLOP: usize = 8;
+
+impl OwnerRows<'_> {
+    fn seek(&mut self, d: u64) -> Result<()> {
+        let owner = self.owner.as_str();
+        let mut rows = self.r.users.range((owner, d)..=(owner, u64::MAX))?;
+        self.head = Some(match rows.next() {
+            Some(row) => row?.0.value().1,
+            None => u64::MAX,
+        });
+        self.rows = Some(rows);
+        Ok(())
+    }
+
+    fn next_ge(&mut self, d: u64) -> Result<u64> {
+        match self.head {
+            Some(h) if h >= d => return Ok(h),
+            Some(h) if h < d => {
+                for _ in 0..GALLOP {
+                    let Some(rows) = self.rows.as_mut() else { break };
+                    let h = match rows.next() {
+                        Some(row) => row?.0.value().1,
+                        None => u64::MAX,
+                    };
+                    self.head = Some(h);
+                    if h >= d {
+                        return Ok(h);
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.seek(d)?;
+        Ok(self.head.unwrap_or(u64::MAX))
+    }
+}
+
+impl<'r> UserDocs<'r> {
+    /// The memories `user` may be shown: theirs and the unattributed ones.
+    #[must_use]
+    pub fn new(r: &'r Reader, user: &str) -> Self {
+        let mut owners = vec![OwnerRows { r, owner: String::new(), rows: None, head: None }];
+        if !user.is_empty() {
+            owners.push(OwnerRows { r, owner: user.to_owned(), rows: None, head: None });
+        }
+        Self { owners, last: 0 }
+    }
+}
+
+impl crate::read::candidates::Allow for UserDocs<'_> {
+    fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
+        let mut best = u64::MAX;
+        let backwards = d < self.last;
+        self.last = d;
+        for o in &mut self.owners {
+            if backwards {
+                o.head = None;
+                o.rows = None;
+            }
+            best = best.min(o.next_ge(d)?);
+        }
+        Ok((best != u64::MAX).then_some(best))
     }
 }

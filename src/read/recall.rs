@@ -241,7 +241,17 @@ impl Memory {
                 false
             }
         };
-        let (text, read) = candidates::top_k(&r, &stats, pool_size, &mut accept)?;
+        // With a user filter, text candidates come from the users index: blocks of
+        // postings holding none of the user's (or unattributed) memories are
+        // skipped, and no other memory's record is read.
+        let mut users = q.user_id.as_deref().map(|u| filters::UserDocs::new(&r, u));
+        let (text, read) = candidates::top_k(
+            &r,
+            &stats,
+            pool_size,
+            users.as_mut().map(|u| u as &mut dyn candidates::Allow),
+            &mut accept,
+        )?;
         trace.postings_read += read;
         let mut pool: Vec<Pooled> = text
             .into_iter()
@@ -310,7 +320,13 @@ impl Memory {
             let ent_terms: Vec<Term> =
                 index_terms(ent).into_iter().map(|token| Term { token, weight: 0.5 }).collect();
             let ent_stats = candidates::term_stats(&r, &ent_terms)?;
-            let (found, read) = candidates::top_k(&r, &ent_stats, q.limit, &mut accept)?;
+            let (found, read) = candidates::top_k(
+                &r,
+                &ent_stats,
+                q.limit,
+                users.as_mut().map(|u| u as &mut dyn candidates::Allow),
+                &mut accept,
+            )?;
             trace.postings_read += read;
             let mut tagged: Vec<Candidate> = found;
             for row in

@@ -134,9 +134,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
             for en in &keys.entities {
                 exp.entities.insert((en.clone(), docno));
             }
-            if let Some(u) = &e.user_id {
-                exp.users.insert((u.clone(), docno));
-            }
+            exp.users.insert((user.clone(), docno));
             exp.importance.insert((
                 e.layer.clone(),
                 e.importance,

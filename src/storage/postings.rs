@@ -49,8 +49,12 @@ pub struct Posting {
 /// The Pareto frontier of `(tf, length)` pairs of a set of postings: no pair has
 /// both a lower tf and a greater length than another. Every posting of the set is
 /// dominated by (tf ≤, length ≥) one of the pairs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Impacts(Vec<(u32, u32)>);
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Impacts {
+    n: u8,
+    /// The pairs, ascending; slots past `n` stay zero.
+    pairs: [(u32, u32); MAX_IMPACTS],
+}
 
 impl Impacts {
     /// Adds a posting's pair.
@@ -58,20 +62,33 @@ impl Impacts {
         if self.dominates(tf, len) {
             return;
         }
-        self.0.retain(|&(t, l)| !(t <= tf && l >= len));
-        self.0.push((tf, len));
-        self.0.sort_unstable();
-        if self.0.len() > MAX_IMPACTS {
-            // Coarsen: one pair that dominates every other (a looser bound).
-            let tf = self.0.iter().map(|p| p.0).max().unwrap_or(0);
-            let len = self.0.iter().map(|p| p.1).min().unwrap_or(0);
-            self.0 = vec![(tf, len)];
+        let mut kept = [(0u32, 0u32); MAX_IMPACTS + 1];
+        let mut n = 0;
+        for &(t, l) in self.pairs() {
+            if !(t <= tf && l >= len) {
+                kept[n] = (t, l);
+                n += 1;
+            }
         }
+        kept[n] = (tf, len);
+        n += 1;
+        kept[..n].sort_unstable();
+        if n > MAX_IMPACTS {
+            // Coarsen: one pair that dominates every other (a looser bound).
+            let tf = kept[..n].iter().map(|p| p.0).max().unwrap_or(0);
+            let len = kept[..n].iter().map(|p| p.1).min().unwrap_or(0);
+            kept = [(0, 0); MAX_IMPACTS + 1];
+            kept[0] = (tf, len);
+            n = 1;
+        }
+        self.pairs = [(0, 0); MAX_IMPACTS];
+        self.pairs[..n].copy_from_slice(&kept[..n]);
+        self.n = n as u8;
     }
 
     /// Adds every pair of `other`.
     pub fn merge(&mut self, other: &Impacts) {
-        for &(t, l) in &other.0 {
+        for &(t, l) in other.pairs() {
             self.add(t, l);
         }
     }
@@ -79,23 +96,23 @@ impl Impacts {
     /// Whether some pair has a tf at least `tf` and a length at most `len`.
     #[must_use]
     pub fn dominates(&self, tf: u32, len: u32) -> bool {
-        self.0.iter().any(|&(t, l)| t >= tf && l <= len)
+        self.pairs().iter().any(|&(t, l)| t >= tf && l <= len)
     }
 
     /// The pairs.
     #[must_use]
     pub fn pairs(&self) -> &[(u32, u32)] {
-        &self.0
+        &self.pairs[..usize::from(self.n)]
     }
 
     /// The largest value of `score(tf, len)` over the pairs (0 when empty).
     pub fn max_by(&self, score: impl Fn(u32, u32) -> f64) -> f64 {
-        self.0.iter().map(|&(t, l)| score(t, l)).fold(0.0, f64::max)
+        self.pairs().iter().map(|&(t, l)| score(t, l)).fold(0.0, f64::max)
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        put(out, self.0.len() as u64);
-        for &(t, l) in &self.0 {
+        put(out, u64::from(self.n));
+        for &(t, l) in self.pairs() {
             put(out, u64::from(t));
             put(out, u64::from(l));
         }
@@ -106,11 +123,11 @@ impl Impacts {
         if n > MAX_IMPACTS as u64 {
             return Err(corrupt("too many impacts"));
         }
-        let mut pairs = Vec::with_capacity(n as usize);
-        for _ in 0..n {
-            pairs.push((get32(buf, pos)?, get32(buf, pos)?));
+        let mut out = Self { n: n as u8, pairs: [(0, 0); MAX_IMPACTS] };
+        for slot in out.pairs.iter_mut().take(n as usize) {
+            *slot = (get32(buf, pos)?, get32(buf, pos)?);
         }
-        Ok(Self(pairs))
+        Ok(out)
     }
 }
 

@@ -68,7 +68,8 @@ pub const ATTRIBUTES: TableDefinition<(&str, &str, &str, u64), ()> =
 /// `(entity lower-cased, docno) → ()`.
 pub const ENTITIES: TableDefinition<(&str, u64), ()> = TableDefinition::new("entities");
 
-/// `(user_id, docno) → ()` for entries that have a user.
+/// `(user_id or "", docno) → ()` for every entry: the memories a `user_id` filter
+/// admits (the user's and the unattributed ones) without reading any record.
 pub const USERS: TableDefinition<(&str, u64), ()> = TableDefinition::new("users");
 
 /// `(layer, importance, created_at µs, docno) → ()`: eviction order.

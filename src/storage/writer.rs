@@ -294,9 +294,7 @@ impl<'t> Writer<'t> {
             for en in &k.entities {
                 ents.push((en.as_str(), d));
             }
-            if let Some(u) = &e.user_id {
-                users.push((u.as_str(), d));
-            }
+            users.push((e.user_id.as_deref().unwrap_or(""), d));
             imp.push((e.layer.as_str(), e.importance, time::to_micros(&e.created_at), d));
             order.push((e.layer.as_str(), d));
         }
@@ -435,9 +433,7 @@ impl<'t> Writer<'t> {
         for ent in &keys.entities {
             self.entities.insert((ent.as_str(), docno), ())?;
         }
-        if let Some(u) = &e.user_id {
-            self.users.insert((u.as_str(), docno), ())?;
-        }
+        self.users.insert((user, docno), ())?;
         self.importance
             .insert((e.layer.as_str(), e.importance, time::to_micros(&e.created_at), docno), ())?;
         self.layer_order.insert((e.layer.as_str(), docno), ())?;
@@ -466,9 +462,7 @@ impl<'t> Writer<'t> {
         for ent in &keys.entities {
             self.entities.remove((ent.as_str(), docno))?;
         }
-        if let Some(u) = &e.user_id {
-            self.users.remove((u.as_str(), docno))?;
-        }
+        self.users.remove((user, docno))?;
         self.importance.remove((
             e.layer.as_str(),
             e.importance,

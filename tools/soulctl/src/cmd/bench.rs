@@ -26,6 +26,29 @@ pub struct Args {
 enum What {
     /// Build a store per size and measure it (see the README's performance table).
     Scale(ScaleArgs),
+    /// Time recall on an existing store (one built by `bench scale --keep`), per
+    /// query kind: for profiling and for checking one change quickly.
+    Recall(RecallArgs),
+}
+
+/// `bench recall` arguments.
+#[derive(ClapArgs, Debug)]
+pub struct RecallArgs {
+    /// The store (built from the synthetic corpus with the same seed).
+    #[arg(long)]
+    store: PathBuf,
+    /// Queries timed.
+    #[arg(long, default_value_t = 300)]
+    queries: usize,
+    /// Passes over the queries.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Filter each query by its user.
+    #[arg(long)]
+    user: bool,
+    /// Corpus seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
 }
 
 /// `bench scale` arguments.
@@ -79,7 +102,47 @@ pub fn run(_db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
 pub fn run_with(args: Args, baselines: Option<&dyn Baselines>) -> anyhow::Result<ExitCode> {
     match args.what {
         What::Scale(a) => scale(a, baselines),
+        What::Recall(a) => recall_only(&a),
     }
+}
+
+fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
+    if !a.store.exists() {
+        anyhow::bail!("{} does not exist (build one with bench scale --keep)", a.store.display());
+    }
+    let mut settings = soulmem::Settings::for_profile(soulmem::Profile::Default);
+    settings.durable = false;
+    let mem = Memory::builder().settings(settings).open(&a.store)?;
+    let queries = Corpus::new(a.seed).queries(a.queries);
+    let mut by_kind: std::collections::BTreeMap<&str, (Vec<f64>, u64)> = Default::default();
+    let mut all = Vec::new();
+    let pb = bar((queries.len() * a.repeat) as u64, "recall".into());
+    for _ in 0..a.repeat {
+        for q in &queries {
+            let mut rq = RecallQuery::new(&q.text);
+            if a.user {
+                rq.user_id = Some(q.user_id.clone());
+            }
+            let t = Instant::now();
+            let r = mem.recall(&rq)?;
+            let e = ms(t.elapsed());
+            let k = by_kind.entry(q.kind).or_default();
+            k.0.push(e);
+            k.1 += r.trace.postings_read;
+            all.push(e);
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    println!("| kind | p50_ms | p99_ms | postings_per_recall |");
+    println!("|---|---:|---:|---:|");
+    for (kind, (mut v, postings)) in by_kind {
+        let n = v.len().max(1) as u64;
+        let (p50, p99) = (quantile(&mut v, 0.5), quantile(&mut v, 0.99));
+        println!("| {kind} | {p50:.3} | {p99:.3} | {} |", postings / n);
+    }
+    println!("| all | {:.3} | {:.3} | |", quantile(&mut all, 0.5), quantile(&mut all, 0.99));
+    Ok(ExitCode::SUCCESS)
 }
 
 fn scale(a: ScaleArgs, baselines: Option<&dyn Baselines>) -> anyhow::Result<ExitCode> {
