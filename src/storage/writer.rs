@@ -11,7 +11,7 @@ use super::schema::{self, *};
 use super::{CorpusStats, meta_keys, postings, query};
 use crate::Profile;
 use crate::error::{Error, Result};
-use crate::model::{MemoryEntry, time};
+use crate::model::{MemoryEntry, SelfModel, time};
 use crate::text::TOKENIZER_VERSION;
 
 type Str = &'static str;
@@ -42,7 +42,21 @@ pub struct Writer<'t> {
     /// Reads of postings inside a write transaction go through
     /// [`Writer::term_docnos`], which applies the term's changes first.
     pending: postings::Pending,
+    /// The self-model as updated in this transaction, written as JSON by
+    /// [`Writer::flush`]: a batch of observes decodes and encodes it once.
+    self_model: Option<SelfModel>,
+    /// `(id, content)` of entries read through [`Writer::id_and_content`] in this
+    /// transaction; dropped when the entry is replaced or removed.
+    texts: HashMap<u64, (String, String)>,
+    /// Derived token sets of entries (observe's novelty check), keyed like
+    /// `texts` and dropped with it.
+    pub(crate) token_sets: HashMap<u64, std::sync::Arc<std::collections::BTreeSet<String>>>,
+    /// `(window, newest episodic (docno, created µs), newest docno first)`, kept
+    /// through the transaction by [`Writer::newest_episodes`].
+    newest_episodes: Option<(usize, Vec<(u64, i64)>)>,
 }
+
+const EPISODIC: &str = "episodic";
 
 fn new_id() -> String {
     let mut s = uuid::Uuid::new_v4().simple().to_string();
@@ -99,12 +113,21 @@ impl<'t> Writer<'t> {
             entry_tables: HashMap::new(),
             stats,
             pending: postings::Pending::default(),
+            self_model: None,
+            texts: HashMap::new(),
+            token_sets: HashMap::new(),
+            newest_episodes: None,
         })
     }
 
     /// Writes the corpus statistics back. Called before commit.
     pub(crate) fn flush(&mut self) -> Result<()> {
         self.pending.apply(&mut self.postings, &mut self.terms)?;
+        if let Some(model) = self.self_model.take() {
+            let bytes = serde_json::to_vec(&model)
+                .map_err(|e| Error::Corrupted(format!("self-model: {e}")))?;
+            self.meta.insert(meta_keys::SELF_MODEL, bytes.as_slice())?;
+        }
         self.meta.insert(meta_keys::STATS, encode(&self.stats)?.as_slice())?;
         Ok(())
     }
@@ -152,6 +175,10 @@ impl<'t> Writer<'t> {
 
     /// Writes a meta value.
     pub fn meta_put(&mut self, key: &str, value: &[u8]) -> Result<()> {
+        if key == meta_keys::SELF_MODEL {
+            // An explicit write replaces any staged update.
+            self.self_model = None;
+        }
         self.meta.insert(key, value)?;
         Ok(())
     }
@@ -232,6 +259,8 @@ impl<'t> Writer<'t> {
         }
         let mut seen: HashSet<String> = HashSet::new();
         let mut docnos = Vec::with_capacity(entries.len());
+        // Rows are written directly below, not through `add_rows`.
+        self.newest_episodes = None;
         for e in &mut entries {
             e.normalize();
             e.validate().map_err(Error::InvalidMemory)?;
@@ -348,6 +377,8 @@ impl<'t> Writer<'t> {
         entry.validate().map_err(Error::InvalidMemory)?;
         schema::entry_table_name(&entry.layer, &entry.domain)?;
         let old = self.get(docno)?.ok_or_else(|| Error::NotFound(entry.id.clone()))?;
+        self.texts.remove(&docno);
+        self.token_sets.remove(&docno);
         if old.id != entry.id {
             return Err(Error::InvalidInput(format!(
                 "cannot change a memory's id ({:?} to {:?})",
@@ -411,6 +442,16 @@ impl<'t> Writer<'t> {
     }
 
     pub(super) fn add_rows(&mut self, docno: u64, e: &MemoryEntry, keys: &IndexKeys) -> Result<()> {
+        if e.layer == EPISODIC
+            && let Some((window, list)) = &mut self.newest_episodes
+        {
+            if list.first().is_none_or(|f| docno > f.0) {
+                list.insert(0, (docno, time::to_micros(&e.created_at)));
+                list.truncate(*window);
+            } else {
+                self.newest_episodes = None;
+            }
+        }
         let info = DocInfo::from_entry(e, keys.doc_len);
         self.docs.insert(docno, encode(&info)?.as_slice())?;
         for (tok, tf) in &keys.tokens {
@@ -441,6 +482,11 @@ impl<'t> Writer<'t> {
     }
 
     fn remove_rows(&mut self, docno: u64, e: &MemoryEntry, keys: &IndexKeys) -> Result<()> {
+        self.texts.remove(&docno);
+        self.token_sets.remove(&docno);
+        if e.layer == EPISODIC {
+            self.newest_episodes = None;
+        }
         self.docs.remove(docno)?;
         for tok in keys.tokens.keys() {
             self.pending.remove(tok, docno);
@@ -471,6 +517,69 @@ impl<'t> Writer<'t> {
         ))?;
         self.layer_order.remove((e.layer.as_str(), docno))?;
         Ok(())
+    }
+
+    /// The self-model as of this point in the transaction, for update in place; it
+    /// is stored when the transaction is flushed.
+    ///
+    /// # Errors
+    /// Storage errors, or a stored self-model that is not valid JSON.
+    pub(crate) fn self_model_mut(&mut self) -> Result<&mut SelfModel> {
+        if self.self_model.is_none() {
+            let model = match self.meta.get(meta_keys::SELF_MODEL)? {
+                Some(v) => serde_json::from_slice(v.value())
+                    .map_err(|e| Error::Corrupted(format!("self-model: {e}")))?,
+                None => SelfModel::default(),
+            };
+            self.self_model = Some(model);
+        }
+        Ok(self.self_model.get_or_insert_with(SelfModel::default))
+    }
+
+    /// The id and content of the entry at `docno`, decoded once per transaction
+    /// (observe compares the same facts several times).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn id_and_content(&mut self, docno: u64) -> Result<Option<(String, String)>> {
+        if let Some(t) = self.texts.get(&docno) {
+            return Ok(Some(t.clone()));
+        }
+        let Some(e) = self.get(docno)? else { return Ok(None) };
+        let t = (e.id, e.content);
+        self.texts.insert(docno, t.clone());
+        Ok(Some(t))
+    }
+
+    /// The `window` episodic entries with the highest docnos, highest first, with
+    /// their creation times (µs). Read from the layer order once per transaction,
+    /// then kept up to date as episodes are added.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn newest_episodes(&mut self, window: usize) -> Result<Vec<(u64, i64)>> {
+        if let Some((w, list)) = &self.newest_episodes
+            && *w == window
+        {
+            return Ok(list.clone());
+        }
+        let mut docnos = Vec::with_capacity(window);
+        for row in self
+            .layer_order
+            .range((EPISODIC, 0u64)..=(EPISODIC, u64::MAX))?
+            .rev()
+            .take(window)
+        {
+            docnos.push(row?.0.value().1);
+        }
+        let mut list = Vec::with_capacity(docnos.len());
+        for d in docnos {
+            if let Some(info) = self.docinfo(d)? {
+                list.push((d, info.created_at));
+            }
+        }
+        self.newest_episodes = Some((window, list.clone()));
+        Ok(list)
     }
 
     /// Every docno whose index terms include `term`, ascending, as of this point in

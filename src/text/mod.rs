@@ -8,6 +8,7 @@ mod tokenize;
 pub use stopwords::is_stop_word;
 
 pub use tokenize::{
-    TOKENIZER_VERSION, expand_synonyms, index_terms, relevance_score, stem, synonyms_of, tokenize,
+    TOKENIZER_VERSION, expand_synonyms, index_terms, relevance_of_tokens, relevance_score, stem,
+    synonyms_of, tokenize,
     tokenize_dedup, tokenize_list,
 };

@@ -95,7 +95,13 @@ pub fn tokenize_dedup(text: &str) -> BTreeSet<String> {
 /// tokens expanded with synonyms (0 when the query has no token).
 #[must_use]
 pub fn relevance_score(query: &str, content: &str) -> f64 {
-    let q = tokenize(query);
+    relevance_of_tokens(&tokenize(query), content)
+}
+
+/// [`relevance_score`] with the query already tokenized (one query against many
+/// contents).
+#[must_use]
+pub fn relevance_of_tokens(q: &BTreeSet<String>, content: &str) -> f64 {
     if q.is_empty() {
         return 0.0;
     }

@@ -138,13 +138,13 @@ fn keys_layer() -> &'static str {
     crate::storage::keys::FACT_LAYER
 }
 
+/// The facts at `docnos` (callers pass active facts: every caller filters
+/// superseded ones through their [`crate::storage::DocInfo`]).
 fn load_facts(w: &mut Writer<'_>, docnos: impl IntoIterator<Item = u64>) -> Result<Vec<Fact>> {
     let mut out = Vec::new();
     for d in docnos {
-        if let Some(e) = w.get(d)?
-            && !e.is_superseded()
-        {
-            out.push(Fact { docno: d, id: e.id, content: e.content });
+        if let Some((id, content)) = w.id_and_content(d)? {
+            out.push(Fact { docno: d, id, content });
         }
     }
     Ok(out)
@@ -270,25 +270,24 @@ struct Ctx {
     domain: String,
 }
 
-fn recent_episodes(w: &mut Writer<'_>) -> Result<Vec<String>> {
-    let mut rows: Vec<(i64, u64)> = Vec::new();
-    for row in w
-        .layer_order
-        .range(("episodic", 0u64)..=("episodic", u64::MAX))?
-        .rev()
-        .take(significance::RECENT_EPISODES * 4)
-    {
-        let d = row?.0.value().1;
-        if let Some(info) = w.docinfo(d)? {
-            rows.push((info.created_at, d));
-        }
-    }
+fn recent_episodes(
+    w: &mut Writer<'_>,
+) -> Result<Vec<std::sync::Arc<std::collections::BTreeSet<String>>>> {
+    let mut rows: Vec<(i64, u64)> = w
+        .newest_episodes(significance::RECENT_EPISODES * 4)?
+        .into_iter()
+        .map(|(d, created)| (created, d))
+        .collect();
     // Newest first; equal times keep insertion order.
     rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut out = Vec::new();
     for (_, d) in rows.into_iter().take(significance::RECENT_EPISODES) {
-        if let Some(e) = w.get(d)? {
-            out.push(e.content);
+        if let Some(set) = w.token_sets.get(&d) {
+            out.push(set.clone());
+        } else if let Some((_, content)) = w.id_and_content(d)? {
+            let set = std::sync::Arc::new(significance::recent_tokens(&content));
+            w.token_sets.insert(d, set.clone());
+            out.push(set);
         }
     }
     Ok(out)
@@ -390,8 +389,9 @@ pub(crate) fn observe_in(
     // 1-2. Sentiment and significance.
     let somatic = sentiment::observe_sentiment(user, agent);
     let recent = recent_episodes(w)?;
-    let recent_refs: Vec<&str> = recent.iter().map(String::as_str).collect();
-    let sig = significance::assess(user, agent, &somatic, &settings.core_values, &recent_refs);
+    let recent_refs: Vec<&std::collections::BTreeSet<String>> =
+        recent.iter().map(|s| s.as_ref()).collect();
+    let sig = significance::assess_with(user, agent, &somatic, &settings.core_values, &recent_refs);
     let mut significant = sig.is_significant;
 
     // 3. Episodic memory, indexed with the conversation it happened in (default).

@@ -106,7 +106,6 @@ pub fn domain_name<'a>(keywords: impl IntoIterator<Item = &'a str>) -> String {
 /// Reference: the iteration order of the reference's Python set; default: sorted.
 struct Keywords {
     order: Vec<String>,
-    set: HashSet<String>,
     /// The Python layout of the keyword set (reference profile only).
     py: Option<PyStrSet>,
 }
@@ -151,16 +150,14 @@ fn keywords(user: &str, agent: &str, facts: &[&str], profile: Profile) -> Keywor
             }
             (m.iter().map(str::to_owned).collect(), m)
         };
-        let set = order.iter().cloned().collect();
-        Keywords { order, set, py: Some(py) }
+        Keywords { order, py: Some(py) }
     } else {
         let mut all: BTreeSet<String> = tokenize_list(&combined, 3).into_iter().collect();
         for fact in facts {
             all.extend(tokenize_list(fact, 3));
         }
         let order: Vec<String> = all.into_iter().filter(|t| !is_stop(t)).collect();
-        let set = order.iter().cloned().collect();
-        Keywords { order, set, py: None }
+        Keywords { order, py: None }
     }
 }
 
@@ -221,7 +218,8 @@ pub fn update(
     // The first domain with the most matches.
     let mut best: Option<(String, usize)> = None;
     for (domain, words) in &model.domain_keywords {
-        let score = words.iter().filter(|w| kw.set.contains(w.as_str())).count();
+        // Keyword lists are sorted and free of duplicates (`SelfModel::set_keywords`).
+        let score = kw.order.iter().filter(|t| words.binary_search(t).is_ok()).count();
         if score > best.as_ref().map_or(0, |b| b.1) {
             best = Some((domain.clone(), score));
         }
@@ -313,13 +311,6 @@ fn default_note(model: &mut SelfModel, fact: &str, user_id: Option<&str>) {
 }
 
 /// Reads the stored self-model (the seed domains when none is stored).
-pub(crate) fn load(w: &Writer<'_>) -> Result<SelfModel> {
-    match w.meta_get(meta_keys::SELF_MODEL)? {
-        Some(bytes) => decode(&bytes),
-        None => Ok(SelfModel::default()),
-    }
-}
-
 fn decode(bytes: &[u8]) -> Result<SelfModel> {
     serde_json::from_slice(bytes).map_err(|e| Error::Corrupted(format!("self-model: {e}")))
 }
@@ -340,9 +331,8 @@ pub(crate) fn update_stored(
     user_id: Option<&str>,
 ) -> Result<()> {
     let profile = w.profile();
-    let mut model = load(w)?;
-    update(&mut model, user, agent, facts, user_id, profile);
-    save(w, &model)
+    update(w.self_model_mut()?, user, agent, facts, user_id, profile);
+    Ok(())
 }
 
 impl Memory {

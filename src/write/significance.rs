@@ -27,13 +27,22 @@
 //! character is alphanumeric or `_` (`char::is_alphanumeric`); Python's notion
 //! differs only for a few non-ASCII categories (combining marks, some numerals).
 
+use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
 
 use super::sentiment::{py_round, py_split, py_strip};
 use crate::model::{SignificanceScore, SomaticMarker};
-use crate::text::{relevance_score, tokenize};
+use crate::text::{expand_synonyms, relevance_score, tokenize};
+
+/// The fraction of query tokens `q` found in the expanded content tokens `c`.
+fn relevance_of_sets(q: &BTreeSet<String>, c: &BTreeSet<String>) -> f64 {
+    if q.is_empty() {
+        return 0.0;
+    }
+    q.iter().filter(|t| c.contains(*t)).count() as f64 / q.len() as f64
+}
 
 /// The gate's threshold on the overall score.
 pub const SIGNIFICANCE_THRESHOLD: f64 = 0.35;
@@ -208,15 +217,38 @@ pub fn compute_significance(
     core_values: &[String],
     recent_contents: &[&str],
 ) -> SignificanceScore {
+    let sets: Vec<BTreeSet<String>> = recent_contents.iter().map(|c| recent_tokens(c)).collect();
+    let refs: Vec<&BTreeSet<String>> = sets.iter().collect();
+    compute_significance_with(user_input, agent_output, somatic, core_values, &refs)
+}
+
+/// A recent episode's tokens as novelty compares them: its reference tokens
+/// expanded with synonyms.
+#[must_use]
+pub fn recent_tokens(content: &str) -> BTreeSet<String> {
+    expand_synonyms(&tokenize(content))
+}
+
+/// [`compute_significance`] with each recent episode given as [`recent_tokens`]
+/// (a caller observing many exchanges computes them once).
+#[must_use]
+pub fn compute_significance_with(
+    user_input: &str,
+    agent_output: &str,
+    somatic: &SomaticMarker,
+    core_values: &[String],
+    recent: &[&BTreeSet<String>],
+) -> SignificanceScore {
     let combined = combined_text(user_input, agent_output);
-    let mut novelty = if recent_contents.is_empty() {
+    let combined_tokens = tokenize(&combined);
+    let mut novelty = if recent.is_empty() {
         1.0
     } else {
         let mut sum = 0.0;
-        for recent in recent_contents {
-            sum += relevance_score(&combined, recent);
+        for c in recent {
+            sum += relevance_of_sets(&combined_tokens, c);
         }
-        1.0 - sum / recent_contents.len() as f64
+        1.0 - sum / recent.len() as f64
     };
     let emotional_intensity = (somatic.arousal * 0.5 + somatic.valence.abs() * 0.3).min(1.0);
     let goal_relevance = if core_values.is_empty() {
@@ -224,7 +256,7 @@ pub fn compute_significance(
     } else {
         relevance_score(&combined, &core_values.join(" "))
     };
-    let length_bonus = (tokenize(&combined).len() as f64 * 0.01).min(0.2);
+    let length_bonus = (combined_tokens.len() as f64 * 0.01).min(0.2);
     novelty = (novelty + length_bonus).min(1.0);
     let richness = content_richness(&combined);
     SignificanceScore {
@@ -256,8 +288,21 @@ pub fn assess(
     core_values: &[String],
     recent_contents: &[&str],
 ) -> Significance {
-    let score =
-        compute_significance(user_input, agent_output, somatic, core_values, recent_contents);
+    let sets: Vec<BTreeSet<String>> = recent_contents.iter().map(|c| recent_tokens(c)).collect();
+    let refs: Vec<&BTreeSet<String>> = sets.iter().collect();
+    assess_with(user_input, agent_output, somatic, core_values, &refs)
+}
+
+/// [`assess`] with each recent episode given as [`recent_tokens`].
+#[must_use]
+pub fn assess_with(
+    user_input: &str,
+    agent_output: &str,
+    somatic: &SomaticMarker,
+    core_values: &[String],
+    recent: &[&BTreeSet<String>],
+) -> Significance {
+    let score = compute_significance_with(user_input, agent_output, somatic, core_values, recent);
     let token_count = tokenize(&combined_text(user_input, agent_output)).len();
     let overall = overall_significance(&score, token_count);
     let penalty = if token_count < SHORT_TEXT_TOKENS { SHORT_TEXT_PENALTY } else { 0.0 };

@@ -29,6 +29,27 @@ enum What {
     /// Time recall on an existing store (one built by `bench scale --keep`), per
     /// query kind: for profiling and for checking one change quickly.
     Recall(RecallArgs),
+    /// Time batched observes into a copy of an existing store (one built by
+    /// `bench scale --keep`): for profiling the write path.
+    Ingest(IngestArgs),
+}
+
+/// `bench ingest` arguments.
+#[derive(ClapArgs, Debug)]
+pub struct IngestArgs {
+    /// The store (built from the synthetic corpus with the same seed); it is copied
+    /// and the copy written.
+    #[arg(long)]
+    store: PathBuf,
+    /// Exchanges per observe_batch transaction.
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// observe_batch transactions.
+    #[arg(long, default_value_t = 5)]
+    batches: usize,
+    /// Corpus seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
 }
 
 /// `bench recall` arguments.
@@ -103,7 +124,47 @@ pub fn run_with(args: Args, baselines: Option<&dyn Baselines>) -> anyhow::Result
     match args.what {
         What::Scale(a) => scale(a, baselines),
         What::Recall(a) => recall_only(&a),
+        What::Ingest(a) => ingest_only(&a),
     }
+}
+
+fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
+    if !a.store.exists() {
+        anyhow::bail!("{} does not exist (build one with bench scale --keep)", a.store.display());
+    }
+    let copy = a.store.with_extension("ingest.redb");
+    std::fs::copy(&a.store, &copy).with_context(|| format!("copying to {}", copy.display()))?;
+    let mem = Memory::open(&copy)?;
+    let corpus = Corpus::new(a.seed);
+    // Exchanges past any the store was built from.
+    let mut next = mem.count()?;
+    let pb = bar((a.batch * a.batches) as u64, "ingest".into());
+    let (mut spent, mut cpu, mut done) = (Duration::ZERO, Duration::ZERO, 0usize);
+    for _ in 0..a.batches {
+        let items: Vec<(String, String, ObserveOptions)> = (0..a.batch)
+            .map(|_| {
+                let ex = corpus.exchange(next);
+                next += 1;
+                (ex.user, ex.agent, opts(&ex.user_id, &ex.domain))
+            })
+            .collect();
+        let t = Instant::now();
+        let c = cpu_time();
+        let reports = mem.observe_batch(&items)?;
+        spent += t.elapsed();
+        cpu += cpu_time().saturating_sub(c);
+        done += reports.len();
+        pb.inc(items.len() as u64);
+    }
+    pb.finish_and_clear();
+    drop(mem);
+    let _ = std::fs::remove_file(&copy);
+    println!(
+        "ingest_per_s {:.0}  ingest_per_cpu_s {:.0}",
+        done as f64 / spent.as_secs_f64(),
+        done as f64 / cpu.as_secs_f64().max(1e-3)
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
