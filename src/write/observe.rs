@@ -371,6 +371,27 @@ fn store_episode(
 }
 
 /// Runs the whole pipeline inside `w`.
+/// The steps of observe that read nothing from the store (sentiment, fact and
+/// entity extraction): a batch computes them for all its exchanges in parallel
+/// before its write transaction.
+pub(crate) struct Analysis {
+    somatic: crate::model::SomaticMarker,
+    facts: Vec<facts::FactCandidate>,
+    /// Extracted ahead only in batches (a single observe extracts entities only
+    /// when the exchange gets deep processing).
+    entities: Option<entities::ExtractedEntities>,
+}
+
+impl Analysis {
+    pub(crate) fn of(user: &str, agent: &str, profile: Profile, with_entities: bool) -> Self {
+        Self {
+            somatic: sentiment::observe_sentiment(user, agent),
+            facts: facts::extract_facts(user, agent, profile),
+            entities: with_entities.then(|| entities::extract_entities(user, agent, profile)),
+        }
+    }
+}
+
 pub(crate) fn observe_in(
     w: &mut Writer<'_>,
     settings: &Settings,
@@ -379,15 +400,29 @@ pub(crate) fn observe_in(
     agent: &str,
     opts: &ObserveOptions,
 ) -> Result<ObserveReport> {
+    observe_analysed(w, settings, now, user, agent, opts, None)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn observe_analysed(
+    w: &mut Writer<'_>,
+    settings: &Settings,
+    now: Timestamp,
+    user: &str,
+    agent: &str,
+    opts: &ObserveOptions,
+    analysis: Option<Analysis>,
+) -> Result<ObserveReport> {
     lifecycle::check_text(user)?;
     lifecycle::check_text(agent)?;
     let profile = w.profile();
+    let Analysis { somatic, facts: extracted, entities: extracted_entities } =
+        analysis.unwrap_or_else(|| Analysis::of(user, agent, profile, false));
     let reference = profile.is_reference();
     let cx = Ctx { now, user_id: opts.user_id.clone(), domain: opts.domain.clone() };
     schema::validate_name("domain", &cx.domain)?;
 
-    // 1-2. Sentiment and significance.
-    let somatic = sentiment::observe_sentiment(user, agent);
+    // 1-2. Sentiment (above) and significance.
     let recent = recent_episodes(w)?;
     let recent_refs: Vec<&std::collections::BTreeSet<String>> =
         recent.iter().map(|s| s.as_ref()).collect();
@@ -405,7 +440,6 @@ pub(crate) fn observe_in(
     // 4. Facts: extract, pre-filter, stamp.
     let salience = significance::episodic_salience(&sig.score);
     let mut candidates: Vec<MemoryEntry> = Vec::new();
-    let extracted = facts::extract_facts(user, agent, profile);
     let all_active = if reference { Some(all_active_facts(w)?) } else { None };
     for cand in extracted {
         let drop = match &all_active {
@@ -662,7 +696,8 @@ pub(crate) fn observe_in(
     let skip_deep = !significant && settings.skip_deep_processing_on_low_significance;
     let mut observed = Vec::new();
     if !skip_deep {
-        let extracted = entities::extract_entities(user, agent, profile);
+        let extracted = extracted_entities
+            .unwrap_or_else(|| entities::extract_entities(user, agent, profile));
         for e in extracted.iter() {
             observed.push(ObservedEntity {
                 name: e.name.clone(),
@@ -736,10 +771,24 @@ impl Memory {
         &self,
         items: &[(String, String, ObserveOptions)],
     ) -> Result<Vec<ObserveReport>> {
+        use rayon::prelude::*;
         let now = self.now();
         let settings = &self.settings;
+        let profile = self.profile();
+        // Checked first so a bad item fails the batch before any analysis.
+        for (u, a, _) in items {
+            lifecycle::check_text(u)?;
+            lifecycle::check_text(a)?;
+        }
+        let analyses: Vec<Analysis> = self.install(|| {
+            items.par_iter().map(|(u, a, _)| Analysis::of(u, a, profile, true)).collect()
+        });
         self.write(|w| {
-            items.iter().map(|(u, a, o)| observe_in(w, settings, now, u, a, o)).collect()
+            items
+                .iter()
+                .zip(analyses)
+                .map(|((u, a, o), an)| observe_analysed(w, settings, now, u, a, o, Some(an)))
+                .collect()
         })
     }
 }
