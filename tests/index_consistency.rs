@@ -148,3 +148,70 @@ fn a_reader_keeps_its_snapshot_while_a_writer_commits() {
     assert_eq!(snapshot.count().expect("count"), 1, "the snapshot must not see later commits");
     assert_eq!(mem.layer("semantic").expect("layer").count(None).expect("count"), 51);
 }
+
+/// A schema-2 store (same entry tables, one row per posting in `postings`, plain
+/// document frequencies in `terms`) opens as schema 3: its indexes are rebuilt in
+/// place and everything reads as before.
+#[test]
+fn schema_2_stores_are_upgraded_on_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v2.redb");
+    let ids = {
+        let mem = Memory::open(&path).expect("open");
+        let mut ids = Vec::new();
+        for t in TEXTS {
+            let mut e = MemoryEntry::new(MemoryType::Semantic, *t);
+            e.user_id = Some("ana".into());
+            ids.push(mem.add(e).expect("add"));
+        }
+        ids
+    };
+    {
+        // Rewrite the index tables into the schema-2 layout.
+        let db = redb::Database::create(&path).expect("db");
+        let txn = db.begin_write().expect("txn");
+        {
+            let blocks: redb::TableDefinition<(&str, u64), &[u8]> =
+                redb::TableDefinition::new("posting_blocks");
+            let info: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("term_info");
+            txn.delete_table(blocks).expect("drop blocks");
+            txn.delete_table(info).expect("drop terms");
+            let mut p: redb::Table<(&str, u64), u64> =
+                txn.open_table(redb::TableDefinition::new("postings")).expect("postings");
+            p.insert(("user", 0), (9u64 << 32) | 2).expect("posting");
+            let mut t: redb::Table<&str, u64> =
+                txn.open_table(redb::TableDefinition::new("terms")).expect("terms");
+            t.insert("user", 1u64).expect("term");
+            let mut meta: redb::Table<&str, &[u8]> =
+                txn.open_table(redb::TableDefinition::new("meta")).expect("meta");
+            meta.insert("schema_version", 2u32.to_le_bytes().as_slice()).expect("schema");
+        }
+        txn.commit().expect("commit");
+    }
+    let mem = Memory::open(&path).expect("upgraded");
+    assert!(mem.check(|_| {}).expect("check").is_ok());
+    for id in &ids {
+        assert!(mem.get(id).expect("get").is_some());
+    }
+    let hits = mem.recall(&soulmem::RecallQuery::new("where does the user live")).expect("recall");
+    assert!(hits.memories.iter().any(|m| m.content.contains("Paris")), "{:?}", hits.memories);
+    drop(mem);
+    // Reopening finds schema 3 and touches nothing.
+    let mem = Memory::open(&path).expect("reopen");
+    assert!(mem.check(|_| {}).expect("check").is_ok());
+
+    // Schema 1 has no upgrade path: a clear error, the file untouched.
+    drop(mem);
+    {
+        let db = redb::Database::create(&path).expect("db");
+        let txn = db.begin_write().expect("txn");
+        {
+            let mut meta: redb::Table<&str, &[u8]> =
+                txn.open_table(redb::TableDefinition::new("meta")).expect("meta");
+            meta.insert("schema_version", 1u32.to_le_bytes().as_slice()).expect("schema");
+        }
+        txn.commit().expect("commit");
+    }
+    let err = Memory::open(&path).expect_err("schema 1");
+    assert!(err.to_string().contains("no upgrade path"), "{err}");
+}

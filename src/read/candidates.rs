@@ -527,7 +527,7 @@ mod tests {
         let mut per_doc: HashMap<u64, Vec<(usize, f64)>> = HashMap::new();
         let order = scoring_order(r, stats);
         for (j, t) in order.iter().enumerate() {
-            for p in postings::postings_of(&r.postings, &t.token).unwrap() {
+            for p in postings::postings_of(&r.postings, &t.token).expect("test store") {
                 let s = t.weight * term_score(t.idf, p.tf, p.len, avg);
                 assert!(s <= t.upper * (1.0 + TIE), "term bound below a posting");
                 per_doc.entry(p.docno).or_default().push((j, s));
@@ -555,7 +555,7 @@ mod tests {
             queries in prop::collection::vec(
                 (prop::collection::vec((0usize..12, 1u8..3), 1..5), 1usize..30, 0u64..4), 1..6),
         ) {
-            let mem = Memory::open_in_memory().unwrap();
+            let mem = Memory::open_in_memory().expect("test store");
             // Skewed vocabulary: low word indexes are common, high ones rare.
             let entries: Vec<MemoryEntry> = docs
                 .iter()
@@ -565,9 +565,9 @@ mod tests {
                 })
                 .collect();
             for chunk in entries.chunks(200) {
-                mem.add_batch(chunk.to_vec()).unwrap();
+                mem.add_batch(chunk.to_vec()).expect("test store");
             }
-            let r = mem.read().unwrap();
+            let r = mem.read().expect("test store");
             let mut found = 0;
             for (words, k, modulo) in queries {
                 let terms: Vec<Term> = words
@@ -577,13 +577,13 @@ mod tests {
                         weight: f64::from(wt) / 2.0,
                     })
                     .collect();
-                let stats = term_stats(&r, &terms).unwrap();
+                let stats = term_stats(&r, &terms).expect("test store");
                 let keep = |d: u64| modulo == 0 || d % (modulo + 1) != 0;
                 let allowed: Vec<u64> = (0..2000).filter(|d| keep(*d)).collect();
                 let mut sorted = Sorted(&allowed);
                 let allow: Option<&mut dyn Allow> =
                     if modulo == 3 { Some(&mut sorted) } else { None };
-                let (got, _) = top_k(&r, &stats, k, allow, |d, _| keep(d)).unwrap();
+                let (got, _) = top_k(&r, &stats, k, allow, |d, _| keep(d)).expect("test store");
                 let mut want: Vec<(u64, f64)> =
                     brute(&r, &stats).into_iter().filter(|(d, _)| keep(*d)).collect();
                 want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

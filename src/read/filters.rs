@@ -84,31 +84,6 @@ pub fn rejects(q: &RecallQuery, info: &DocInfo, bond_threshold: f64) -> Option<&
     None
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scope_globs_match_both_ways() {
-        let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
-        assert!(match_scope(&s(&["org:sales:leads"]), &s(&["org:sales:*"])));
-        assert!(match_scope(&s(&["org:sales:*"]), &s(&["org:sales:leads"])));
-        assert!(match_scope(&s(&["org:sales:*"]), &s(&["org:*"])));
-        assert!(!match_scope(&s(&["org:sales:leads"]), &s(&["org:support:*"])));
-        assert!(match_scope(&s(&[]), &s(&["org:support:*"])));
-        assert!(!match_scope(&s(&["org:salesforce"]), &s(&["org:sales:*"])));
-    }
-
-    #[test]
-    fn visibility_tiers() {
-        assert!(visible_to(Visibility::Private, None, 0.0, 30.0));
-        assert!(!visible_to(Visibility::Private, Some("x"), 100.0, 30.0));
-        assert!(visible_to(Visibility::Bonded, Some("x"), 30.0, 30.0));
-        assert!(!visible_to(Visibility::Bonded, Some("x"), 29.9, 30.0));
-        assert!(visible_to(Visibility::Public, Some("x"), 0.0, 30.0));
-    }
-}
-
 /// The docnos a `user_id` filter admits (the user's memories and the unattributed
 /// ones), walked through the users index: each step moves a few rows forward, or
 /// seeks when the target is further, so a sparse user costs a seek per candidate
@@ -193,5 +168,30 @@ impl crate::read::candidates::Allow for UserDocs<'_> {
             best = best.min(o.next_ge(d)?);
         }
         Ok((best != u64::MAX).then_some(best))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_globs_match_both_ways() {
+        let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+        assert!(match_scope(&s(&["org:sales:leads"]), &s(&["org:sales:*"])));
+        assert!(match_scope(&s(&["org:sales:*"]), &s(&["org:sales:leads"])));
+        assert!(match_scope(&s(&["org:sales:*"]), &s(&["org:*"])));
+        assert!(!match_scope(&s(&["org:sales:leads"]), &s(&["org:support:*"])));
+        assert!(match_scope(&s(&[]), &s(&["org:support:*"])));
+        assert!(!match_scope(&s(&["org:salesforce"]), &s(&["org:sales:*"])));
+    }
+
+    #[test]
+    fn visibility_tiers() {
+        assert!(visible_to(Visibility::Private, None, 0.0, 30.0));
+        assert!(!visible_to(Visibility::Private, Some("x"), 100.0, 30.0));
+        assert!(visible_to(Visibility::Bonded, Some("x"), 30.0, 30.0));
+        assert!(!visible_to(Visibility::Bonded, Some("x"), 29.9, 30.0));
+        assert!(visible_to(Visibility::Public, Some("x"), 0.0, 30.0));
     }
 }

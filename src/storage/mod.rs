@@ -181,11 +181,17 @@ impl Store {
                 if found > SCHEMA_VERSION {
                     return Err(Error::SchemaTooNew { found, supported: SCHEMA_VERSION });
                 }
-                if found < SCHEMA_VERSION {
+                if found < 2 {
                     return Err(Error::Corrupted(format!(
                         "schema version {found} is older than {SCHEMA_VERSION} and has no upgrade path"
                     )));
                 }
+                let upgrade = found == 2;
+                let tok = if upgrade {
+                    Some(crate::text::TOKENIZER_VERSION.to_le_bytes().to_vec())
+                } else {
+                    tok
+                };
                 let tok = tok
                     .and_then(|b| <[u8; 4]>::try_from(b.as_slice()).ok())
                     .map(u32::from_le_bytes)
@@ -197,9 +203,15 @@ impl Store {
                     });
                 }
                 let name = prof.unwrap_or_default();
-                Profile::parse(std::str::from_utf8(&name).unwrap_or("")).ok_or_else(|| {
-                    Error::Corrupted("the store's profile is missing or unknown".into())
-                })?
+                let profile =
+                    Profile::parse(std::str::from_utf8(&name).unwrap_or("")).ok_or_else(|| {
+                        Error::Corrupted("the store's profile is missing or unknown".into())
+                    })?;
+                if upgrade {
+                    // Schema 2 differs only in index tables: rebuild them.
+                    rebuild::upgrade_from_2(&db, profile)?;
+                }
+                profile
             }
             Some((None, _, _)) => {
                 return Err(Error::Corrupted("meta table has no schema version".into()));

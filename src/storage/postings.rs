@@ -276,6 +276,8 @@ struct TermOps {
 #[derive(Debug, Default)]
 pub struct Pending {
     terms: HashMap<String, TermOps>,
+    /// Buffered changes, all terms together.
+    ops: usize,
 }
 
 impl Pending {
@@ -288,6 +290,7 @@ impl Pending {
 
     /// Records that `docno` holds `term` (a new posting).
     pub fn add(&mut self, term: &str, docno: u64, tf: u32, len: u32) {
+        self.ops += 1;
         let t = self.term(term);
         t.ops.insert(docno, Some((tf, len)));
         t.df += 1;
@@ -295,9 +298,22 @@ impl Pending {
 
     /// Records that `docno` no longer holds `term`.
     pub fn remove(&mut self, term: &str, docno: u64) {
+        self.ops += 1;
         let t = self.term(term);
         t.ops.insert(docno, None);
         t.df -= 1;
+    }
+
+    /// Changes buffered (each add or remove counts once).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.ops
+    }
+
+    /// Whether nothing is buffered.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.ops == 0
     }
 
     /// Whether changes to `term` wait to be applied.
@@ -316,6 +332,7 @@ impl Pending {
         blocks: &mut Table<'_, (Str, u64), Bytes>,
         terms: &mut Table<'_, Str, Bytes>,
     ) -> Result<()> {
+        self.ops = 0;
         let mut all: Vec<(String, TermOps)> = self.terms.drain().collect();
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         for (term, ops) in all {
@@ -335,6 +352,7 @@ impl Pending {
         term: &str,
     ) -> Result<()> {
         if let Some(ops) = self.terms.remove(term) {
+            self.ops = self.ops.saturating_sub(ops.ops.len());
             apply_term(blocks, terms, term, &ops)?;
         }
         Ok(())
@@ -508,10 +526,10 @@ mod tests {
             .map(|i| Posting { docno: 1000 + i * 7, tf: (i % 5) as u32 + 1, len: 10 + i as u32 })
             .collect();
         let v = encode_block(&ps);
-        let h = header(1000, &v).unwrap();
+        let h = header(1000, &v).expect("test store");
         assert_eq!((h.count, h.last), (300, 1000 + 299 * 7));
         assert!(ps.iter().all(|p| h.impacts.dominates(p.tf, p.len)));
-        assert_eq!(decode_block(1000, &v).unwrap(), ps);
+        assert_eq!(decode_block(1000, &v).expect("test store"), ps);
         // Truncated values are errors, not panics.
         for cut in 0..v.len() {
             assert!(decode_block(1000, &v[..cut]).is_err());
@@ -525,13 +543,13 @@ mod tests {
         #[test]
         fn blocks_track_a_model(batches in prop::collection::vec(
             prop::collection::vec((0u64..700, any::<bool>(), 1u32..6), 1..400), 1..5)) {
-            let db = Database::builder().create_with_backend(InMemoryBackend::new()).unwrap();
+            let db = Database::builder().create_with_backend(InMemoryBackend::new()).expect("test store");
             let mut model: BTreeMap<u64, (u32, u32)> = BTreeMap::new();
             for batch in batches {
-                let txn = db.begin_write().unwrap();
+                let txn = db.begin_write().expect("test store");
                 {
-                    let mut blocks = txn.open_table(B).unwrap();
-                    let mut terms = txn.open_table(T).unwrap();
+                    let mut blocks = txn.open_table(B).expect("test store");
+                    let mut terms = txn.open_table(T).expect("test store");
                     let mut p = Pending::default();
                     for (d, add, tf) in batch {
                         if add && !model.contains_key(&d) {
@@ -541,29 +559,29 @@ mod tests {
                             p.remove("x", d);
                         }
                     }
-                    p.apply(&mut blocks, &mut terms).unwrap();
-                    let got = postings_of(&blocks, "x").unwrap();
+                    p.apply(&mut blocks, &mut terms).expect("test store");
+                    let got = postings_of(&blocks, "x").expect("test store");
                     let want: Vec<Posting> = model.iter()
                         .map(|(d, (tf, len))| Posting { docno: *d, tf: *tf, len: *len }).collect();
                     prop_assert_eq!(&got, &want);
-                    let info = terms.get("x").unwrap().map(|v| TermInfo::decode(v.value()).unwrap());
+                    let info = terms.get("x").expect("test store").map(|v| TermInfo::decode(v.value()).expect("test store"));
                     prop_assert_eq!(info.as_ref().map_or(0, |i| i.df), model.len() as u64);
                     let mut prev: Option<u64> = None;
-                    for row in blocks.range::<(&str, u64)>(..).unwrap() {
-                        let (k, v) = row.unwrap();
-                        let h = header(k.value().1, v.value()).unwrap();
+                    for row in blocks.range::<(&str, u64)>(..).expect("test store") {
+                        let (k, v) = row.expect("test store");
+                        let h = header(k.value().1, v.value()).expect("test store");
                         prop_assert!(h.count <= BLOCK_MAX);
                         prop_assert!(prev.is_none_or(|p| p < h.first));
-                        let ps = decode_block(k.value().1, v.value()).unwrap();
+                        let ps = decode_block(k.value().1, v.value()).expect("test store");
                         prop_assert_eq!(ps[0].docno, h.first);
                         for q in &ps {
                             prop_assert!(h.impacts.dominates(q.tf, q.len));
-                            prop_assert!(info.as_ref().unwrap().impacts.dominates(q.tf, q.len));
+                            prop_assert!(info.as_ref().expect("test store").impacts.dominates(q.tf, q.len));
                         }
                         prev = Some(h.last);
                     }
                 }
-                txn.commit().unwrap();
+                txn.commit().expect("test store");
             }
         }
     }

@@ -101,67 +101,100 @@ impl Store {
     pub(crate) fn rebuild_indexes(
         &self,
         durable: bool,
-        mut progress: impl FnMut(u64),
+        progress: impl FnMut(u64),
     ) -> Result<RebuildReport> {
         let txn = self.begin_write(durable)?;
-        delete_index_tables(&txn)?;
-        let report = {
-            let mut w = Writer::open(&txn, self.profile)?;
-            w.stats.docs = 0;
-            w.stats.total_len = 0;
-            let mut report = RebuildReport::default();
-            let mut max_docno: Option<u64> = None;
-            let profile = self.profile;
-            for name in w.entry_table_names()? {
-                let Some((layer, domain)) = schema::parse_entry_table_name(&name) else {
-                    continue;
-                };
-                let (layer, domain) = (layer.to_owned(), domain.to_owned());
-                report.tables += 1;
-                let table = txn.open_table(schema::entry_table(&name))?;
-                for row in table.range::<u64>(..)? {
-                    let (k, v) = row?;
-                    let docno = k.value();
-                    let e: MemoryEntry = decode(v.value(), "memory entry")?;
-                    report.entries += 1;
-                    if report.entries % 10_000 == 0 {
-                        progress(report.entries);
-                    }
-                    max_docno = max_docno.max(Some(docno));
-                    if e.layer != layer || e.domain != domain {
-                        report.problems.push(format!(
-                            "entry {:?} (docno {docno}) sits in table {layer}:{domain} but says \
-                             {}:{}; indexed as it says",
-                            e.id, e.layer, e.domain
-                        ));
-                    }
-                    if let Some(first) = w.docno_of(&e.id)? {
-                        report.problems.push(format!(
-                            "id {:?} is stored twice (docnos {first} and {docno}); docno {docno} \
-                             left unindexed",
-                            e.id
-                        ));
-                        continue;
-                    }
-                    w.ids.insert(e.id.as_str(), docno)?;
-                    let context = w.context_of(docno)?;
-                    let keys = index_keys(&e, profile, context.as_deref());
-                    w.add_rows(docno, &e, &keys)?;
-                }
-            }
-            if let Some(m) = max_docno {
-                w.stats.next_docno = w.stats.next_docno.max(m + 1);
-            }
-            // Kept: the conversation context of each episode (`context`), vectors
-            // (`embeddings`) and the reference profile's BM25 corpus (`ref_bm25`, built
-            // from query history) are data, not indexes.
-            w.flush()?;
-            progress(report.entries);
-            report
-        };
+        let report = rebuild_in(&txn, self.profile, progress)?;
         txn.commit()?;
         Ok(report)
     }
+}
+
+/// Upgrades a schema-2 store in place, in one transaction: drops the per-posting
+/// `postings` and `terms` tables, rebuilds every index in the schema-3 layout
+/// (block postings, term info, users with unattributed memories) and records the
+/// new versions. Entries and every other table are kept as they are.
+pub(crate) fn upgrade_from_2(db: &redb::Database, profile: crate::Profile) -> Result<()> {
+    let txn = db.begin_write()?;
+    let old_postings: redb::TableDefinition<(&str, u64), u64> =
+        redb::TableDefinition::new("postings");
+    let old_terms: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("terms");
+    txn.delete_table(old_postings)?;
+    txn.delete_table(old_terms)?;
+    rebuild_in(&txn, profile, |_| {})?;
+    {
+        let mut meta = txn.open_table(META)?;
+        meta.insert(meta_keys::SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice())?;
+        meta.insert(meta_keys::TOKENIZER, crate::text::TOKENIZER_VERSION.to_le_bytes().as_slice())?;
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+/// Entries indexed between two applications of the buffered postings, so a rebuild
+/// of millions of entries holds a bounded buffer.
+const REBUILD_CHUNK: u64 = 50_000;
+
+fn rebuild_in(
+    txn: &WriteTransaction,
+    profile: crate::Profile,
+    mut progress: impl FnMut(u64),
+) -> Result<RebuildReport> {
+    delete_index_tables(txn)?;
+    let mut w = Writer::open(txn, profile)?;
+    w.stats.docs = 0;
+    w.stats.total_len = 0;
+    let mut report = RebuildReport::default();
+    let mut max_docno: Option<u64> = None;
+    for name in w.entry_table_names()? {
+        let Some((layer, domain)) = schema::parse_entry_table_name(&name) else {
+            continue;
+        };
+        let (layer, domain) = (layer.to_owned(), domain.to_owned());
+        report.tables += 1;
+        let table = txn.open_table(schema::entry_table(&name))?;
+        for row in table.range::<u64>(..)? {
+            let (k, v) = row?;
+            let docno = k.value();
+            let e: MemoryEntry = decode(v.value(), "memory entry")?;
+            report.entries += 1;
+            if report.entries % 10_000 == 0 {
+                progress(report.entries);
+            }
+            if report.entries % REBUILD_CHUNK == 0 {
+                w.apply_postings()?;
+            }
+            max_docno = max_docno.max(Some(docno));
+            if e.layer != layer || e.domain != domain {
+                report.problems.push(format!(
+                    "entry {:?} (docno {docno}) sits in table {layer}:{domain} but says \
+                     {}:{}; indexed as it says",
+                    e.id, e.layer, e.domain
+                ));
+            }
+            if let Some(first) = w.docno_of(&e.id)? {
+                report.problems.push(format!(
+                    "id {:?} is stored twice (docnos {first} and {docno}); docno {docno} \
+                     left unindexed",
+                    e.id
+                ));
+                continue;
+            }
+            w.ids.insert(e.id.as_str(), docno)?;
+            let context = w.context_of(docno)?;
+            let keys = index_keys(&e, profile, context.as_deref());
+            w.add_rows(docno, &e, &keys)?;
+        }
+    }
+    if let Some(m) = max_docno {
+        w.stats.next_docno = w.stats.next_docno.max(m + 1);
+    }
+    // Kept: the conversation context of each episode (`context`), vectors
+    // (`embeddings`) and the reference profile's BM25 corpus (`ref_bm25`, built
+    // from query history) are data, not indexes.
+    w.flush()?;
+    progress(report.entries);
+    Ok(report)
 }
 
 impl Memory {

@@ -58,6 +58,10 @@ pub struct Writer<'t> {
 
 const EPISODIC: &str = "episodic";
 
+/// Buffered posting changes at which a bulk load writes them out mid-transaction
+/// (about 100 MB of buffer).
+const PENDING_MAX: usize = 2_000_000;
+
 fn new_id() -> String {
     let mut s = uuid::Uuid::new_v4().simple().to_string();
     s.truncate(12);
@@ -297,6 +301,9 @@ impl<'t> Writer<'t> {
             for (t, tf) in &k.tokens {
                 self.pending.add(t, d, *tf, k.doc_len);
             }
+            if self.pending.len() >= PENDING_MAX {
+                self.apply_postings()?;
+            }
         }
         let parts: Vec<String> = entries
             .iter()
@@ -519,6 +526,15 @@ impl<'t> Writer<'t> {
         Ok(())
     }
 
+    /// Writes the buffered posting changes now (a long transaction bounds its
+    /// buffer this way); [`Writer::flush`] writes the rest.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn apply_postings(&mut self) -> Result<()> {
+        self.pending.apply(&mut self.postings, &mut self.terms)
+    }
+
     /// The self-model as of this point in the transaction, for update in place; it
     /// is stored when the transaction is flushed.
     ///
@@ -564,11 +580,8 @@ impl<'t> Writer<'t> {
             return Ok(list.clone());
         }
         let mut docnos = Vec::with_capacity(window);
-        for row in self
-            .layer_order
-            .range((EPISODIC, 0u64)..=(EPISODIC, u64::MAX))?
-            .rev()
-            .take(window)
+        for row in
+            self.layer_order.range((EPISODIC, 0u64)..=(EPISODIC, u64::MAX))?.rev().take(window)
         {
             docnos.push(row?.0.value().1);
         }

@@ -696,8 +696,8 @@ fn observe_analysed(
     let skip_deep = !significant && settings.skip_deep_processing_on_low_significance;
     let mut observed = Vec::new();
     if !skip_deep {
-        let extracted = extracted_entities
-            .unwrap_or_else(|| entities::extract_entities(user, agent, profile));
+        let extracted =
+            extracted_entities.unwrap_or_else(|| entities::extract_entities(user, agent, profile));
         for e in extracted.iter() {
             observed.push(ObservedEntity {
                 name: e.name.clone(),
