@@ -109,6 +109,13 @@ pub struct TraceEntry {
     pub score: Option<ScoreParts>,
     /// Its rank in the result (0-based), if returned.
     pub rank: Option<usize>,
+    /// Query terms found in the memory's own content (default profile, `explain`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub content_terms: Vec<String>,
+    /// Query terms found only in the conversation context it is indexed with
+    /// (default profile, `explain`): the match came from the surrounding turns.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub context_terms: Vec<String>,
 }
 
 /// Why recall returned what it did.

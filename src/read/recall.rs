@@ -204,6 +204,25 @@ fn rank_fuse(scored: &mut Vec<(ScoreParts, usize)>, pool: &[Pooled], lambda: f64
     scored.extend(order.into_iter().filter_map(|pos| slots[pos].take()));
 }
 
+/// Which query terms a memory matches in its own content, and which only in the
+/// conversation context it was indexed with (for the trace).
+fn matched_terms(
+    r: &Reader,
+    docno: u64,
+    content: &str,
+    query: &[String],
+) -> Result<(Vec<String>, Vec<String>)> {
+    let own: BTreeSet<String> = index_terms(content).into_iter().collect();
+    let context: BTreeSet<String> = match r.context.get(docno)? {
+        Some(c) => index_terms(c.value()).into_iter().collect(),
+        None => BTreeSet::new(),
+    };
+    let in_content: Vec<String> = query.iter().filter(|t| own.contains(*t)).cloned().collect();
+    let in_context: Vec<String> =
+        query.iter().filter(|t| !own.contains(*t) && context.contains(*t)).cloned().collect();
+    Ok((in_content, in_context))
+}
+
 impl Memory {
     pub(crate) fn recall_default(&self, q: &RecallQuery) -> Result<Recall> {
         self.recall_default_with(q, true)
@@ -220,8 +239,9 @@ impl Memory {
         let terms = query_terms(&q.query);
         let stats = candidates::term_stats(&r, &terms)?;
         trace.terms = stats.iter().map(|s| (s.token.clone(), s.idf)).collect();
+        let query_tokens: Vec<String> = stats.iter().map(|s| s.token.clone()).collect();
         let want = if q.progressive { q.limit.saturating_mul(2) } else { q.limit };
-        let pool_size = want.saturating_mul(4).max(40);
+        let pool_size = want.saturating_mul(2).max(20);
         let mut dropped: Vec<TraceEntry> = Vec::new();
         let stage = std::cell::Cell::new("text");
         let mut accept = |_: u64, info: &DocInfo| match filters::rejects(q, info, threshold) {
@@ -236,6 +256,8 @@ impl Memory {
                         dropped_by: Some(why.to_owned()),
                         score: None,
                         rank: None,
+                        content_terms: Vec::new(),
+                        context_terms: Vec::new(),
                     });
                 }
                 false
@@ -395,6 +417,11 @@ impl Memory {
             } else {
                 touched.push(p.cand.docno);
             }
+            let (content_terms, context_terms) = if q.explain {
+                matched_terms(&r, p.cand.docno, &entry.content, &query_tokens)?
+            } else {
+                (Vec::new(), Vec::new())
+            };
             out.scores.push(parts.total);
             out.memories.push(entry);
             trace.candidates.push(TraceEntry {
@@ -405,12 +432,20 @@ impl Memory {
                 dropped_by: None,
                 score: Some(parts.clone()),
                 rank: Some(rank),
+                content_terms,
+                context_terms,
             });
         }
         if q.explain {
             let returned: BTreeSet<usize> = scored.iter().map(|s| s.1).collect();
             for (i, p) in pool.iter().enumerate() {
                 if !returned.contains(&i) {
+                    let content = r
+                        .entry_in(&p.cand.info.layer, &p.cand.info.domain, p.cand.docno)?
+                        .map(|e| e.content)
+                        .unwrap_or_default();
+                    let (content_terms, context_terms) =
+                        matched_terms(&r, p.cand.docno, &content, &query_tokens)?;
                     trace.candidates.push(TraceEntry {
                         id: p.cand.info.id.clone(),
                         layer: p.cand.info.layer.clone(),
@@ -419,6 +454,8 @@ impl Memory {
                         dropped_by: Some("rank".into()),
                         score: Some(fusion.score(p, now_us)),
                         rank: None,
+                        content_terms,
+                        context_terms,
                     });
                 }
             }

@@ -117,6 +117,8 @@ impl Memory {
                 dropped_by: None,
                 score: parts,
                 rank: Some(rank),
+                content_terms: Vec::new(),
+                context_terms: Vec::new(),
             });
             out.memories.push(e.clone());
         }

@@ -120,6 +120,13 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
                     println!("  {} {:<12} rank {}", c.id, c.source, c.rank.unwrap_or(0) + 1)
                 }
             }
+            if !c.content_terms.is_empty() || !c.context_terms.is_empty() {
+                println!(
+                    "      matched in content: [{}]; only in conversation context: [{}]",
+                    c.content_terms.join(", "),
+                    c.context_terms.join(", ")
+                );
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,52 @@
+//! The recall trace says where a text match came from: the memory's own content or
+//! the conversation context it was indexed with.
+
+use std::sync::Arc;
+
+use soulmem::model::time::parse_timestamp;
+use soulmem::write::observe::ObserveOptions;
+use soulmem::{FixedClock, Memory, RecallQuery};
+
+#[test]
+fn trace_separates_content_matches_from_context_matches() {
+    let clock = Arc::new(FixedClock::new(parse_timestamp("2024-03-01T10:00:00").expect("ts")));
+    let mem = Memory::builder().clock(clock.clone()).open_in_memory().expect("open");
+    let opts = ObserveOptions::default();
+    mem.observe_pair(
+        "I'm so frustrated, our Postgres database keeps throwing connection errors every night!",
+        "That sounds exhausting. Let's look at the connection pool settings together.",
+        &opts,
+    )
+    .expect("observe");
+    clock.set(parse_timestamp("2024-03-01T10:02:00").expect("ts"));
+    mem.observe_pair(
+        "Honestly I'm worried the whole team will burn out before the launch next Friday.",
+        "That worry makes sense. What would help the team most this week?",
+        &opts,
+    )
+    .expect("observe");
+
+    let mut q = RecallQuery::new("postgres connection errors");
+    q.explain = true;
+    let res = mem.recall(&q).expect("recall");
+    let by_content = res
+        .trace
+        .candidates
+        .iter()
+        .find(|c| c.content_terms.iter().any(|t| t == "postgr"))
+        .expect("the first turn matches in its content");
+    assert!(by_content.context_terms.is_empty(), "{by_content:?}");
+    let by_context = res
+        .trace
+        .candidates
+        .iter()
+        .find(|c| c.content_terms.is_empty() && !c.context_terms.is_empty())
+        .expect("the second turn matches only through its context");
+    assert!(by_context.context_terms.iter().any(|t| t == "postgr"), "{by_context:?}");
+    let second = mem.get(&by_context.id).expect("get").expect("stored");
+    assert!(second.content.contains("burn out"), "{}", second.content);
+
+    // Without explain the trace carries no term lists.
+    let plain = mem.recall(&RecallQuery::new("postgres connection errors")).expect("recall");
+    assert!(plain.trace.candidates.iter().all(|c| c.content_terms.is_empty()));
+}
