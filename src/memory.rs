@@ -722,7 +722,6 @@ impl Memory {
             ("ids", r.ids.len()?),
             ("docs", r.docs.len()?),
             ("posting_blocks", r.postings.len()?),
-            ("terms", r.terms.len()?),
             ("fact_tokens", r.fact_tokens.len()?),
             ("fact_terms", r.fact_terms.len()?),
             ("fact_prefixes", r.prefixes.len()?),

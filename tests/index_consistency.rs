@@ -173,9 +173,7 @@ fn schema_2_stores_are_upgraded_on_open() {
         {
             let blocks: redb::TableDefinition<(&str, u64), &[u8]> =
                 redb::TableDefinition::new("posting_blocks");
-            let info: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("term_info");
             txn.delete_table(blocks).expect("drop blocks");
-            txn.delete_table(info).expect("drop terms");
             let mut p: redb::Table<(&str, u64), u64> =
                 txn.open_table(redb::TableDefinition::new("postings")).expect("postings");
             p.insert(("user", 0), (9u64 << 32) | 2).expect("posting");

@@ -16,7 +16,7 @@ use std::collections::{BinaryHeap, HashMap};
 use redb::{AccessGuard, Range};
 
 use crate::error::Result;
-use crate::storage::postings::{self, Header, Posting, TermInfo};
+use crate::storage::postings::{self, Header, Posting};
 use crate::storage::{DocInfo, Reader};
 
 /// BM25 `k1`.
@@ -116,8 +116,7 @@ pub fn term_stats(r: &Reader, terms: &[Term]) -> Result<Vec<TermStat>> {
             }
             continue;
         }
-        let Some(info) = r.terms.get(t.token.as_str())? else { continue };
-        let info = TermInfo::decode(info.value())?;
+        let Some(info) = postings::term_info(&r.postings, &t.token)? else { continue };
         if info.df == 0 {
             continue;
         }
@@ -170,7 +169,7 @@ impl<'a> Cursor<'a> {
     fn new(r: &'a Reader, t: &TermStat, avgdl: f64) -> Result<Self> {
         let tok = t.token.as_str();
         let mut c = Cursor {
-            rows: r.postings.range((tok, 0u64)..=(tok, u64::MAX))?,
+            rows: r.postings.range(postings::blocks_of(tok))?,
             raw: None,
             head: None,
             block_upper: 0.0,

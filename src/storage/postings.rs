@@ -9,6 +9,11 @@
 //! one of those few pairs: that upper bound lets the query side skip whole blocks
 //! without decoding them (block-max pruning, see `read::candidates`).
 //!
+//! A term's [`TermInfo`] (document frequency and impacts over all its postings)
+//! is the row right after its blocks, keyed `(term, INFO)`: the write that appends
+//! to a term's last block updates its info in the same B-tree leaf, and one lookup
+//! from the end of the term's range finds both.
+//!
 //! Writes are buffered per transaction in [`Pending`] and applied term by term at
 //! commit, so a batch of observes rewrites each touched block once, not once per
 //! posting.
@@ -33,6 +38,30 @@ const MAX_IMPACTS: usize = 4;
 
 type Str = &'static str;
 type Bytes = &'static [u8];
+
+/// The key (in place of a docno) of a term's [`TermInfo`] row, after its blocks.
+/// Docnos never reach it.
+pub const INFO: u64 = u64::MAX;
+
+/// The key range of `term`'s blocks (its info row excluded).
+#[must_use]
+pub fn blocks_of(term: &str) -> std::ops::Range<(&str, u64)> {
+    (term, 0)..(term, INFO)
+}
+
+/// A term's [`TermInfo`] (none when no memory holds it).
+///
+/// # Errors
+/// Storage errors; [`Error::Corrupted`] on a malformed row.
+pub fn term_info(
+    table: &impl ReadableTable<(Str, u64), Bytes>,
+    term: &str,
+) -> Result<Option<TermInfo>> {
+    match table.get((term, INFO))? {
+        Some(v) => Ok(Some(TermInfo::decode(v.value())?)),
+        None => Ok(None),
+    }
+}
 
 /// One posting: a memory, the term's weighted frequency in it and its length
 /// (both in the index's half units, see `storage::keys::CONTENT_UNITS`).
@@ -232,7 +261,7 @@ pub fn decode_block(first: u64, value: &[u8]) -> Result<Vec<Posting>> {
     Ok(out)
 }
 
-/// A term's row in [`super::schema::TERMS`]: document frequency and impacts.
+/// A term's info row (`(term, INFO)`): document frequency and impacts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TermInfo {
     /// Number of memories holding the term.
@@ -322,21 +351,16 @@ impl Pending {
         self.terms.contains_key(term)
     }
 
-    /// Applies every buffered change, in term order, to the block table and the
-    /// term table.
+    /// Applies every buffered change, in term order, to the blocks and info rows.
     ///
     /// # Errors
     /// Storage errors; [`Error::Corrupted`] on a malformed block.
-    pub fn apply(
-        &mut self,
-        blocks: &mut Table<'_, (Str, u64), Bytes>,
-        terms: &mut Table<'_, Str, Bytes>,
-    ) -> Result<()> {
+    pub fn apply(&mut self, blocks: &mut Table<'_, (Str, u64), Bytes>) -> Result<()> {
         self.ops = 0;
         let mut all: Vec<(String, TermOps)> = self.terms.drain().collect();
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         for (term, ops) in all {
-            apply_term(blocks, terms, &term, &ops)?;
+            apply_term(blocks, &term, &ops)?;
         }
         Ok(())
     }
@@ -348,23 +372,17 @@ impl Pending {
     pub fn apply_one(
         &mut self,
         blocks: &mut Table<'_, (Str, u64), Bytes>,
-        terms: &mut Table<'_, Str, Bytes>,
         term: &str,
     ) -> Result<()> {
         if let Some(ops) = self.terms.remove(term) {
             self.ops = self.ops.saturating_sub(ops.ops.len());
-            apply_term(blocks, terms, term, &ops)?;
+            apply_term(blocks, term, &ops)?;
         }
         Ok(())
     }
 }
 
-fn apply_term(
-    blocks: &mut Table<'_, (Str, u64), Bytes>,
-    terms: &mut Table<'_, Str, Bytes>,
-    term: &str,
-    t: &TermOps,
-) -> Result<()> {
+fn apply_term(blocks: &mut Table<'_, (Str, u64), Bytes>, term: &str, t: &TermOps) -> Result<()> {
     let ops: Vec<(u64, Option<(u32, u32)>)> = t.ops.iter().map(|(d, o)| (*d, *o)).collect();
     let mut added = Impacts::default();
     for (_, o) in &ops {
@@ -372,6 +390,67 @@ fn apply_term(
             added.add(*tf, *len);
         }
     }
+    // From the end of the term's range: its info row, then its last block.
+    let (mut info, last) = {
+        let mut rows = blocks.range((term, 0u64)..=(term, INFO))?;
+        let mut info = TermInfo::default();
+        let mut last = None;
+        while let Some(row) = rows.next_back() {
+            let (k, v) = row?;
+            if k.value().1 == INFO {
+                info = TermInfo::decode(v.value())?;
+                continue;
+            }
+            last = Some((k.value().1, decode_block(k.value().1, v.value())?));
+            break;
+        }
+        (info, last)
+    };
+    let first_op = ops.first().map_or(INFO, |o| o.0);
+    match last {
+        // Appends only (the usual case): after the last block, or into a new one.
+        Some((key, postings)) if first_op > postings.last().map_or(key, |p| p.docno) => {
+            let fresh =
+                ops.iter().filter_map(|(d, o)| o.map(|(tf, len)| Posting { docno: *d, tf, len }));
+            if postings.len() >= BLOCK {
+                let fresh: Vec<Posting> = fresh.collect();
+                write_blocks(blocks, term, None, &fresh)?;
+            } else {
+                let mut all = postings;
+                all.extend(fresh);
+                write_blocks(blocks, term, Some(key), &all)?;
+            }
+        }
+        None if ops.iter().all(|(_, o)| o.is_some()) => {
+            let fresh: Vec<Posting> = ops
+                .iter()
+                .filter_map(|(d, o)| o.map(|(tf, len)| Posting { docno: *d, tf, len }))
+                .collect();
+            write_blocks(blocks, term, None, &fresh)?;
+        }
+        _ => merge_ops(blocks, term, &ops)?,
+    }
+    info.df = if t.df >= 0 {
+        info.df + t.df.unsigned_abs()
+    } else {
+        info.df.saturating_sub(t.df.unsigned_abs())
+    };
+    if info.df == 0 {
+        blocks.remove((term, INFO))?;
+    } else {
+        info.impacts.merge(&added);
+        blocks.insert((term, INFO), info.encode().as_slice())?;
+    }
+    Ok(())
+}
+
+/// Applies `ops` (ascending docnos) anywhere in `term`'s blocks: each op goes to
+/// the block whose range holds its docno.
+fn merge_ops(
+    blocks: &mut Table<'_, (Str, u64), Bytes>,
+    term: &str,
+    ops: &[(u64, Option<(u32, u32)>)],
+) -> Result<()> {
     let mut i = 0;
     while i < ops.len() {
         let d = ops[i].0;
@@ -380,7 +459,7 @@ fn apply_term(
         let (key, mut postings) = {
             let found = match blocks.range((term, 0u64)..=(term, d))?.next_back() {
                 Some(row) => Some(row?),
-                None => blocks.range((term, d)..=(term, u64::MAX))?.next().transpose()?,
+                None => blocks.range(blocks_of(term))?.next().transpose()?,
             };
             match found {
                 Some((k, v)) => (Some(k.value().1), decode_block(k.value().1, v.value())?),
@@ -389,18 +468,18 @@ fn apply_term(
         };
         // Ops up to the next block's first docno land in this block.
         let next = match key {
-            Some(k) if k < u64::MAX => blocks
-                .range((term, k + 1)..=(term, u64::MAX))?
+            Some(k) => blocks
+                .range((term, k + 1)..(term, INFO))?
                 .next()
                 .transpose()?
                 .map(|(nk, _)| nk.value().1),
-            _ => None,
+            None => None,
         };
         let end = i + ops[i..].partition_point(|(d, _)| next.is_none_or(|n| *d < n));
         let mine = &ops[i..end];
         let appending = postings.last().is_some_and(|p| mine[0].0 > p.docno);
         if appending && postings.len() >= BLOCK {
-            // A full last block stays as it is; new postings open new blocks.
+            // A full block stays as it is; new postings open new blocks.
             let fresh: Vec<Posting> = mine
                 .iter()
                 .filter_map(|(d, o)| o.map(|(tf, len)| Posting { docno: *d, tf, len }))
@@ -423,21 +502,6 @@ fn apply_term(
         }
         i = end;
     }
-    let mut info = match terms.get(term)? {
-        Some(v) => TermInfo::decode(v.value())?,
-        None => TermInfo::default(),
-    };
-    info.df = if t.df >= 0 {
-        info.df + t.df.unsigned_abs()
-    } else {
-        info.df.saturating_sub(t.df.unsigned_abs())
-    };
-    if info.df == 0 {
-        terms.remove(term)?;
-    } else {
-        info.impacts.merge(&added);
-        terms.insert(term, info.encode().as_slice())?;
-    }
     Ok(())
 }
 
@@ -449,7 +513,10 @@ fn write_blocks(
     old: Option<u64>,
     postings: &[Posting],
 ) -> Result<()> {
-    if let Some(k) = old {
+    if let Some(k) = old
+        && postings.first().is_none_or(|p| p.docno != k)
+    {
+        // The block's key changes (or it goes): an unchanged key is overwritten.
         blocks.remove((term, k))?;
     }
     if postings.is_empty() {
@@ -470,7 +537,7 @@ fn write_blocks(
 pub fn docnos(blocks: &impl ReadableTable<(Str, u64), Bytes>, term: &str) -> Result<Vec<u64>> {
     let mut out = Vec::new();
     let mut buf = Vec::new();
-    for row in blocks.range((term, 0u64)..=(term, u64::MAX))? {
+    for row in blocks.range(blocks_of(term))? {
         let (k, v) = row?;
         buf.clear();
         let h = header(k.value().1, v.value())?;
@@ -489,7 +556,7 @@ pub fn postings_of(
     term: &str,
 ) -> Result<Vec<Posting>> {
     let mut out = Vec::new();
-    for row in blocks.range((term, 0u64)..=(term, u64::MAX))? {
+    for row in blocks.range(blocks_of(term))? {
         let (k, v) = row?;
         let h = header(k.value().1, v.value())?;
         decode_into(&h, v.value(), &mut out)?;
@@ -504,7 +571,6 @@ mod tests {
     use redb::{Database, TableDefinition, backends::InMemoryBackend};
 
     const B: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("b");
-    const T: TableDefinition<&str, &[u8]> = TableDefinition::new("t");
 
     #[test]
     fn impacts_keep_the_frontier() {
@@ -549,7 +615,6 @@ mod tests {
                 let txn = db.begin_write().expect("test store");
                 {
                     let mut blocks = txn.open_table(B).expect("test store");
-                    let mut terms = txn.open_table(T).expect("test store");
                     let mut p = Pending::default();
                     for (d, add, tf) in batch {
                         if add && !model.contains_key(&d) {
@@ -559,15 +624,15 @@ mod tests {
                             p.remove("x", d);
                         }
                     }
-                    p.apply(&mut blocks, &mut terms).expect("test store");
+                    p.apply(&mut blocks).expect("test store");
                     let got = postings_of(&blocks, "x").expect("test store");
                     let want: Vec<Posting> = model.iter()
                         .map(|(d, (tf, len))| Posting { docno: *d, tf: *tf, len: *len }).collect();
                     prop_assert_eq!(&got, &want);
-                    let info = terms.get("x").expect("test store").map(|v| TermInfo::decode(v.value()).expect("test store"));
+                    let info = term_info(&blocks, "x").expect("test store");
                     prop_assert_eq!(info.as_ref().map_or(0, |i| i.df), model.len() as u64);
                     let mut prev: Option<u64> = None;
-                    for row in blocks.range::<(&str, u64)>(..).expect("test store") {
+                    for row in blocks.range(blocks_of("x")).expect("test store") {
                         let (k, v) = row.expect("test store");
                         let h = header(k.value().1, v.value()).expect("test store");
                         prop_assert!(h.count <= BLOCK_MAX);

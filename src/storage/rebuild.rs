@@ -35,7 +35,6 @@ fn delete_index_tables(txn: &WriteTransaction) -> Result<()> {
     txn.delete_table(IDS)?;
     txn.delete_table(DOCS)?;
     txn.delete_table(POSTINGS)?;
-    txn.delete_table(TERMS)?;
     txn.delete_table(FACT_TOKENS)?;
     txn.delete_table(FACT_TERMS)?;
     txn.delete_table(PREFIXES)?;

@@ -28,17 +28,14 @@ pub const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("docs");
 /// `(term, first docno) → block`: the inverted index over every entry's content
 /// and context (reference tokens of 3+ letters, Snowball-stemmed), as compressed
 /// blocks of postings (docno, weighted term frequency, memory length) with their
-/// score upper bounds; `storage::postings` has the encoding. (Schema 3; schema 2
-/// kept one row per posting.)
+/// score upper bounds, and after them each term's info row (`(term, u64::MAX)`:
+/// document frequency and impacts); `storage::postings` has the encoding. (Schema 3;
+/// schema 2 kept one row per posting and a separate `terms` table.)
 pub const POSTINGS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("posting_blocks");
 
 /// `docno → context text`: the conversation context a memory was written in (the
 /// preceding turns), indexed with it at half weight.
 pub const CONTEXT: TableDefinition<u64, &str> = TableDefinition::new("context");
-
-/// `token → term info` ([`crate::storage::postings::TermInfo`]): document frequency
-/// in [`POSTINGS`] and the impacts bounding the term's BM25 contribution.
-pub const TERMS: TableDefinition<&str, &[u8]> = TableDefinition::new("term_info");
 
 /// `(partition, dedup token, docno) → ()` over active semantic facts (dedup
 /// tokenizer, minimum 2 letters minus stop-words): dedup and similarity candidates.

@@ -25,7 +25,6 @@ pub struct Writer<'t> {
     pub(crate) ids: Table<'t, Str, u64>,
     pub(crate) docs: Table<'t, u64, Bytes>,
     postings: Table<'t, (Str, u64), Bytes>,
-    terms: Table<'t, Str, Bytes>,
     pub(crate) fact_tokens: Table<'t, (Str, Str, u64), ()>,
     pub(crate) fact_terms: Table<'t, (Str, Str), u64>,
     pub(crate) prefixes: Table<'t, (Str, Str, Str, u64), ()>,
@@ -104,7 +103,6 @@ impl<'t> Writer<'t> {
             ids: txn.open_table(IDS)?,
             docs: txn.open_table(DOCS)?,
             postings: txn.open_table(POSTINGS)?,
-            terms: txn.open_table(TERMS)?,
             fact_tokens: txn.open_table(FACT_TOKENS)?,
             fact_terms: txn.open_table(FACT_TERMS)?,
             prefixes: txn.open_table(PREFIXES)?,
@@ -126,7 +124,7 @@ impl<'t> Writer<'t> {
 
     /// Writes the corpus statistics back. Called before commit.
     pub(crate) fn flush(&mut self) -> Result<()> {
-        self.pending.apply(&mut self.postings, &mut self.terms)?;
+        self.pending.apply(&mut self.postings)?;
         if let Some(model) = self.self_model.take() {
             let bytes = serde_json::to_vec(&model)
                 .map_err(|e| Error::Corrupted(format!("self-model: {e}")))?;
@@ -532,7 +530,7 @@ impl<'t> Writer<'t> {
     /// # Errors
     /// Storage errors.
     pub(crate) fn apply_postings(&mut self) -> Result<()> {
-        self.pending.apply(&mut self.postings, &mut self.terms)
+        self.pending.apply(&mut self.postings)
     }
 
     /// The self-model as of this point in the transaction, for update in place; it
@@ -602,7 +600,7 @@ impl<'t> Writer<'t> {
     /// Storage errors.
     pub fn term_docnos(&mut self, term: &str) -> Result<Vec<u64>> {
         if self.pending.touches(term) {
-            self.pending.apply_one(&mut self.postings, &mut self.terms, term)?;
+            self.pending.apply_one(&mut self.postings, term)?;
         }
         postings::docnos(&self.postings, term)
     }

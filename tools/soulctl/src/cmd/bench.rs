@@ -47,6 +47,9 @@ pub struct IngestArgs {
     /// observe_batch transactions.
     #[arg(long, default_value_t = 5)]
     batches: usize,
+    /// Single durable observes timed after the batches.
+    #[arg(long, default_value_t = 0)]
+    single: usize,
     /// Corpus seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -157,12 +160,21 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
         pb.inc(items.len() as u64);
     }
     pb.finish_and_clear();
+    let mut single = Vec::with_capacity(a.single);
+    for _ in 0..a.single {
+        let ex = corpus.exchange(next);
+        next += 1;
+        let t = Instant::now();
+        mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
+        single.push(ms(t.elapsed()));
+    }
     drop(mem);
     let _ = std::fs::remove_file(&copy);
     println!(
-        "ingest_per_s {:.0}  ingest_per_cpu_s {:.0}",
-        done as f64 / spent.as_secs_f64(),
-        done as f64 / cpu.as_secs_f64().max(1e-3)
+        "ingest_per_s {:.0}  ingest_per_cpu_s {:.0}  observe_p50_ms {:.3}",
+        done as f64 / spent.as_secs_f64().max(1e-9),
+        done as f64 / cpu.as_secs_f64().max(1e-3),
+        quantile(&mut single, 0.5)
     );
     Ok(ExitCode::SUCCESS)
 }
