@@ -50,6 +50,11 @@ pub struct Settings {
     /// Vector candidates merged into the pool per recall (default
     /// [`crate::read::vector::VECTOR_CANDIDATES`]; never fewer than the limit).
     pub vector_candidates: usize,
+    /// Stored vectors up to which hybrid recall scans them all for vector-only
+    /// candidates (default [`crate::read::vector::VECTOR_SCAN_MAX`]). Beyond it the
+    /// work stays bounded: vector similarity is fused into the text and graph pool
+    /// only (no scan), until an approximate index exists.
+    pub vector_scan_max: u64,
 }
 
 impl Settings {
@@ -73,6 +78,7 @@ impl Settings {
             hybrid_weight: crate::read::vector::HYBRID_WEIGHT,
             hybrid_fusion: crate::read::vector::HybridFusion::Rrf,
             vector_candidates: crate::read::vector::VECTOR_CANDIDATES,
+            vector_scan_max: crate::read::vector::VECTOR_SCAN_MAX,
         }
     }
 }

@@ -242,3 +242,42 @@ fn a_store_without_an_embedder_ranks_as_before() {
     let e: &dyn Embedder = &HashingEmbedder::new(8);
     assert_eq!(e.dim(), 8);
 }
+
+/// Past `vector_scan_max` stored vectors, hybrid recall reads no vector beyond the
+/// text and graph pool: the vector-only candidate is gone, similarity still reorders.
+#[test]
+fn large_stores_fuse_vectors_into_the_pool_without_scanning() {
+    let v = |x: f32, y: f32| vec![x, y, 0.1];
+    let emb = PrecomputedEmbedder::from_pairs([
+        ("Tell me about my dog".to_owned(), v(1.0, 0.0)),
+        ("Rex is my dog and he loves the park".to_owned(), v(0.9, 0.2)),
+        ("I adopted a puppy from the shelter last spring".to_owned(), v(1.0, 0.05)),
+        ("The dog days of summer were hot and humid".to_owned(), v(0.0, 1.0)),
+    ])
+    .expect("vectors");
+    let mut settings = Settings::for_profile(soulmem::Profile::Default);
+    settings.hybrid_weight = 0.5;
+    settings.vector_scan_max = 2; // three vectors stored: over the bound
+    let mem = Memory::builder()
+        .settings(settings)
+        .embedder(Arc::new(emb))
+        .open_in_memory()
+        .expect("open");
+    for t in [
+        "Rex is my dog and he loves the park",
+        "I adopted a puppy from the shelter last spring",
+        "The dog days of summer were hot and humid",
+    ] {
+        mem.remember(&Remember::new("semantic", t)).expect("remember");
+    }
+    let mut q = RecallQuery::new("Tell me about my dog");
+    q.explain = true;
+    let r = mem.recall(&q).expect("recall");
+    assert_eq!(r.trace.vectors_read, 0, "no scan past the bound");
+    let contents: Vec<&str> = r.memories.iter().map(|m| m.content.as_str()).collect();
+    assert!(!contents.iter().any(|c| c.contains("puppy")), "{contents:?}");
+    assert_eq!(contents.len(), 2, "{contents:?}");
+    // Similarity still enters the score of the pooled text matches.
+    let rex_c = r.trace.candidates.iter().find(|c| c.rank == Some(0)).expect("first");
+    assert!(rex_c.score.as_ref().is_some_and(|s| s.vector > 0.9), "{rex_c:?}");
+}

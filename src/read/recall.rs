@@ -287,7 +287,10 @@ impl Memory {
             (Some(emb), true) => vector::embed_normalized(emb.as_ref(), &q.query)?,
             _ => None,
         };
-        if let Some(qv) = &qvec {
+        // (Above `vector_scan_max` stored vectors the scan is skipped: similarity is
+        // then fused into the text and graph pool only, below.)
+        let scan = qvec.is_some() && vector::stored_count(&r)? <= self.settings.vector_scan_max;
+        if let (Some(qv), true) = (&qvec, scan) {
             stage.set("vector");
             let (hits, read) = vector::scan(self, &r, qv)?;
             trace.vectors_read += read;

@@ -21,7 +21,7 @@ use std::fmt;
 use std::path::Path;
 
 use rayon::prelude::*;
-use redb::TableError;
+use redb::{ReadableTableMetadata, TableError};
 
 use crate::error::{Error, Result};
 use crate::memory::Memory;
@@ -404,6 +404,19 @@ pub(crate) fn embed_docnos(
         n += u64::from(v.is_some());
     }
     Ok(n)
+}
+
+/// Stored vectors up to which hybrid recall scans them all (see
+/// `Settings::vector_scan_max`).
+pub const VECTOR_SCAN_MAX: u64 = 100_000;
+
+/// Number of stored vectors.
+pub(crate) fn stored_count(r: &Reader) -> Result<u64> {
+    match r.txn().open_table(schema::EMBEDDINGS) {
+        Ok(t) => Ok(t.len()?),
+        Err(TableError::TableDoesNotExist(_)) => Ok(0),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The stored vector of `docno`, if any.
