@@ -53,6 +53,9 @@ pub struct Writer<'t> {
     /// `(window, newest episodic (docno, created µs), newest docno first)`, kept
     /// through the transaction by [`Writer::newest_episodes`].
     newest_episodes: Option<(usize, Vec<(u64, i64)>)>,
+    /// [`DocInfo`] records read or written in this transaction (observe orders the
+    /// same candidate facts several times); every write to `docs` updates it.
+    doc_cache: std::cell::RefCell<HashMap<u64, DocInfo>>,
 }
 
 const EPISODIC: &str = "episodic";
@@ -119,6 +122,7 @@ impl<'t> Writer<'t> {
             texts: HashMap::new(),
             token_sets: HashMap::new(),
             newest_episodes: None,
+            doc_cache: std::cell::RefCell::new(HashMap::new()),
         })
     }
 
@@ -192,7 +196,14 @@ impl<'t> Writer<'t> {
 
     /// The compact record of `docno`.
     pub fn docinfo(&self, docno: u64) -> Result<Option<DocInfo>> {
-        query::docinfo(&self.docs, docno)
+        if let Some(info) = self.doc_cache.borrow().get(&docno) {
+            return Ok(Some(info.clone()));
+        }
+        let info = query::docinfo(&self.docs, docno)?;
+        if let Some(i) = &info {
+            self.doc_cache.borrow_mut().insert(docno, i.clone());
+        }
+        Ok(info)
     }
 
     /// The entry at `docno`.
@@ -290,6 +301,7 @@ impl<'t> Writer<'t> {
         for ((e, k), &d) in rows.clone() {
             let info = DocInfo::from_entry(e, k.doc_len);
             self.docs.insert(d, encode(&info)?.as_slice())?;
+            self.doc_cache.get_mut().remove(&d);
             self.stats.docs += 1;
             self.stats.total_len += u64::from(k.doc_len);
         }
@@ -404,6 +416,7 @@ impl<'t> Writer<'t> {
         {
             let info = DocInfo::from_entry(&entry, info.doc_len);
             self.docs.insert(docno, encode(&info)?.as_slice())?;
+            self.doc_cache.get_mut().insert(docno, info);
             let record = encode(&entry)?;
             self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;
             return Ok(());
@@ -421,6 +434,7 @@ impl<'t> Writer<'t> {
             // Only the record and its compact twin change (e.g. access metadata).
             let info = DocInfo::from_entry(&entry, new_keys.doc_len);
             self.docs.insert(docno, encode(&info)?.as_slice())?;
+            self.doc_cache.get_mut().insert(docno, info);
         } else {
             self.remove_rows(docno, &old, &old_keys)?;
             self.add_rows(docno, &entry, &new_keys)?;
@@ -459,6 +473,7 @@ impl<'t> Writer<'t> {
         }
         let info = DocInfo::from_entry(e, keys.doc_len);
         self.docs.insert(docno, encode(&info)?.as_slice())?;
+        self.doc_cache.get_mut().insert(docno, info);
         for (tok, tf) in &keys.tokens {
             self.pending.add(tok, docno, *tf, keys.doc_len);
         }
@@ -493,6 +508,7 @@ impl<'t> Writer<'t> {
             self.newest_episodes = None;
         }
         self.docs.remove(docno)?;
+        self.doc_cache.get_mut().remove(&docno);
         for tok in keys.tokens.keys() {
             self.pending.remove(tok, docno);
         }
