@@ -458,7 +458,18 @@ fn search(
                     break;
                 }
                 cursors[j].shallow(d)?;
-                if cursors[j].block_first() <= d && cursors[j].advance(d, &mut read)? == d {
+                if cursors[j].block_first() > d {
+                    continue;
+                }
+                // The block's own bound is tighter than the term's: decode it only
+                // if it can still lift this memory into the top k.
+                if heap.len() == k
+                    && cannot_beat(partial + cursors[j].block_upper + prefix[j], theta)
+                {
+                    pruned = true;
+                    break;
+                }
+                if cursors[j].advance(d, &mut read)? == d {
                     parts[j] = cursors[j].score();
                     partial += parts[j];
                 }
