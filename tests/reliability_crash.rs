@@ -208,3 +208,36 @@ fn non_durable_commits_survive_a_clean_close() {
     let mem = Memory::open(&path).expect("reopen");
     assert_eq!(mem.count().expect("count"), 3 * K, "non-durable commits lost on a clean close");
 }
+
+/// A kill while the store file is being created leaves no file or a complete one,
+/// never one that fails to open.
+#[test]
+fn sigkill_during_creation_leaves_an_openable_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = std::env::current_exe().expect("current exe");
+    for trial in 0..12u64 {
+        let path = dir.path().join(format!("new-{trial}.redb"));
+        let mut child = Command::new(&exe)
+            .args(["crash_writer_child", "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, &path)
+            .env("SOULMEM_CRASH_START", "0")
+            .env("SOULMEM_CRASH_DURABLE", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn writer");
+        // Spread the kills over the child's start-up and first open.
+        std::thread::sleep(Duration::from_micros(trial * 1_500));
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap");
+        if path.exists() {
+            let mem = Memory::open(&path)
+                .unwrap_or_else(|e| panic!("trial {trial}: a half-created store: {e}"));
+            assert!(mem.check(|_| {}).expect("check").is_ok(), "trial {trial}");
+        }
+    }
+    // Leftover temporary files of killed creations do not stop a later one.
+    let path = dir.path().join("after.redb");
+    let mem = Memory::open(&path).expect("create after kills");
+    assert!(mem.check(|_| {}).expect("check").is_ok());
+}

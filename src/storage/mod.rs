@@ -120,6 +120,9 @@ impl Store {
         cache_bytes: Option<usize>,
         check_integrity: bool,
     ) -> Result<Self> {
+        if !path.exists() {
+            Self::create_atomically(path, profile)?;
+        }
         let db = Self::builder(cache_bytes, check_integrity)
             .create(path)
             .map_err(|e| database_error(path, e))?;
@@ -127,6 +130,44 @@ impl Store {
             Error::Storage(s) => open_error(path, s),
             other => other,
         })
+    }
+
+    /// Creates a new store at `path` so that a crash at any moment leaves either no
+    /// file or a complete, empty store: it is written and committed under a temporary
+    /// name beside `path`, then linked into place (never over an existing file: if
+    /// another process created `path` first, that store is used).
+    fn create_atomically(path: &Path, profile: Profile) -> Result<()> {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = path.with_file_name(format!(".{name}.creating-{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        {
+            let db = Database::create(&tmp).map_err(|e| database_error(path, e))?;
+            Self::init(db, profile).map_err(|e| match e {
+                Error::Storage(s) => open_error(path, s),
+                other => other,
+            })?;
+        }
+        let linked = match std::fs::hard_link(&tmp, path) {
+            // No hard links on this file system: a rename (which could replace a
+            // store created in the meantime by another process) is the fallback.
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists && !path.exists() => {
+                std::fs::rename(&tmp, path)
+            }
+            other => other,
+        };
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+                    && let Ok(d) = std::fs::File::open(dir)
+                {
+                    let _ = d.sync_all();
+                }
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(open_error(path, e.to_string())),
+        }
     }
 
     /// Opens (or creates) a store on any redb storage backend, e.g. the
