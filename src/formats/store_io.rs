@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::memory::Memory;
 use crate::model::{
     ConversationArchive, CoreMemory, Edge, GeneralEvent, KnowledgeGraph, MemoryEntry,
-    MemorySettings, SelfModel, time,
+    MemorySettings, time,
 };
 use crate::storage::graph::EdgeRecord;
 use crate::storage::keys::{IndexKeys, index_keys};
@@ -287,9 +287,7 @@ fn load_dump(
         }
     }
     w.meta_put(meta_keys::CORE, &encode(&dump.core)?)?;
-    let sm = serde_json::to_vec(&dump.self_model)
-        .map_err(|e| Error::Storage(format!("encode self-model: {e}")))?;
-    w.meta_put(meta_keys::SELF_MODEL, &sm)?;
+    w.set_self_model(dump.self_model.clone());
     progress(report.entries);
     Ok(())
 }
@@ -487,10 +485,7 @@ fn export_dump_from(r: &Reader, progress: &mut dyn FnMut(u64)) -> Result<MemoryD
     let edges = r.graph_edges()?.into_iter().map(edge_from_record).collect::<Result<Vec<_>>>()?;
     dump.graph = KnowledgeGraph { entities: nodes.into_iter().collect(), edges };
 
-    if let Some(b) = r.meta_get(meta_keys::SELF_MODEL)? {
-        dump.self_model = serde_json::from_slice::<SelfModel>(&b)
-            .map_err(|e| Error::Corrupted(format!("stored self-model: {e}")))?;
-    }
+    dump.self_model = r.self_model()?;
     if let Some(b) = r.meta_get(meta_keys::CORE)? {
         dump.core = decode(&b, "core memory")?;
     }

@@ -204,22 +204,23 @@ fn rank_fuse(scored: &mut Vec<(ScoreParts, usize)>, pool: &[Pooled], lambda: f64
     scored.extend(order.into_iter().filter_map(|pos| slots[pos].take()));
 }
 
-/// Which query terms a memory matches in its own content, and which only in the
-/// conversation context it was indexed with (for the trace).
+/// Which query terms (the trace's, with their IDF) a memory matches in its own
+/// content, and which only in the conversation context it was indexed with.
 fn matched_terms(
     r: &Reader,
     docno: u64,
     content: &str,
-    query: &[String],
+    query: &[(String, f64)],
 ) -> Result<(Vec<String>, Vec<String>)> {
     let own: BTreeSet<String> = index_terms(content).into_iter().collect();
     let context: BTreeSet<String> = match r.context.get(docno)? {
         Some(c) => index_terms(c.value()).into_iter().collect(),
         None => BTreeSet::new(),
     };
-    let in_content: Vec<String> = query.iter().filter(|t| own.contains(*t)).cloned().collect();
+    let terms = query.iter().map(|(t, _)| t);
+    let in_content: Vec<String> = terms.clone().filter(|t| own.contains(*t)).cloned().collect();
     let in_context: Vec<String> =
-        query.iter().filter(|t| !own.contains(*t) && context.contains(*t)).cloned().collect();
+        terms.filter(|t| !own.contains(*t) && context.contains(*t)).cloned().collect();
     Ok((in_content, in_context))
 }
 
@@ -239,7 +240,6 @@ impl Memory {
         let terms = query_terms(&q.query);
         let stats = candidates::term_stats(&r, &terms)?;
         trace.terms = stats.iter().map(|s| (s.token.clone(), s.idf)).collect();
-        let query_tokens: Vec<String> = stats.iter().map(|s| s.token.clone()).collect();
         let want = if q.progressive { q.limit.saturating_mul(2) } else { q.limit };
         let pool_size = want.saturating_mul(2).max(20);
         let mut dropped: Vec<TraceEntry> = Vec::new();
@@ -421,7 +421,7 @@ impl Memory {
                 touched.push(p.cand.docno);
             }
             let (content_terms, context_terms) = if q.explain {
-                matched_terms(&r, p.cand.docno, &entry.content, &query_tokens)?
+                matched_terms(&r, p.cand.docno, &entry.content, &trace.terms)?
             } else {
                 (Vec::new(), Vec::new())
             };
@@ -448,7 +448,7 @@ impl Memory {
                         .map(|e| e.content)
                         .unwrap_or_default();
                     let (content_terms, context_terms) =
-                        matched_terms(&r, p.cand.docno, &content, &query_tokens)?;
+                        matched_terms(&r, p.cand.docno, &content, &trace.terms)?;
                     trace.candidates.push(TraceEntry {
                         id: p.cand.info.id.clone(),
                         layer: p.cand.info.layer.clone(),

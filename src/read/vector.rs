@@ -21,11 +21,11 @@ use std::fmt;
 use std::path::Path;
 
 use rayon::prelude::*;
-use redb::{ReadableTableMetadata, TableError};
+use redb::ReadableTableMetadata;
 
 use crate::error::{Error, Result};
 use crate::memory::Memory;
-use crate::storage::{Reader, Writer, schema};
+use crate::storage::{Reader, Writer};
 use crate::text::{is_stop_word, stem, tokenize_list};
 
 /// Turns text into a vector.
@@ -149,6 +149,20 @@ impl HashingEmbedder {
     }
 }
 
+/// Signed feature hashing of `text`'s features, each weighted `(1 + ln tf) ·
+/// weight(feature)`, L2-normalised (`None` when no feature has weight).
+fn hashed(dim: usize, text: &str, weight: impl Fn(&str) -> f32) -> Option<Vec<f32>> {
+    let mut tf: HashMap<String, u32> = HashMap::new();
+    for t in features(text) {
+        *tf.entry(t).or_default() += 1;
+    }
+    let mut v = vec![0.0_f32; dim];
+    for (t, n) in &tf {
+        hash_into(&mut v, t, (1.0 + (*n as f32).ln()) * weight(t));
+    }
+    normalize(&mut v).then_some(v)
+}
+
 impl Default for HashingEmbedder {
     fn default() -> Self {
         Self::new(512)
@@ -165,15 +179,7 @@ impl Embedder for HashingEmbedder {
     }
 
     fn embed(&self, text: &str) -> Result<Option<Vec<f32>>> {
-        let mut tf: HashMap<String, u32> = HashMap::new();
-        for t in features(text) {
-            *tf.entry(t).or_default() += 1;
-        }
-        let mut v = vec![0.0_f32; self.dim];
-        for (t, n) in &tf {
-            hash_into(&mut v, t, 1.0 + (*n as f32).ln());
-        }
-        Ok(normalize(&mut v).then_some(v))
+        Ok(hashed(self.dim, text, |_| 1.0))
     }
 }
 
@@ -224,16 +230,7 @@ impl Embedder for TfIdfEmbedder {
     }
 
     fn embed(&self, text: &str) -> Result<Option<Vec<f32>>> {
-        let mut tf: HashMap<String, u32> = HashMap::new();
-        for t in features(text) {
-            *tf.entry(t).or_default() += 1;
-        }
-        let mut v = vec![0.0_f32; self.dim];
-        for (t, n) in &tf {
-            let idf = self.idf.get(t).copied().unwrap_or(self.unseen_idf);
-            hash_into(&mut v, t, (1.0 + (*n as f32).ln()) * idf);
-        }
-        Ok(normalize(&mut v).then_some(v))
+        Ok(hashed(self.dim, text, |t| self.idf.get(t).copied().unwrap_or(self.unseen_idf)))
     }
 }
 
@@ -376,14 +373,13 @@ pub fn embed_normalized(embedder: &dyn Embedder, text: &str) -> Result<Option<Ve
 }
 
 /// Stores (or, with `None`, deletes) the vector of `docno`.
-pub(crate) fn put_vector(w: &Writer<'_>, docno: u64, v: Option<&[f32]>) -> Result<()> {
-    let mut t = w.txn().open_table(schema::EMBEDDINGS)?;
+pub(crate) fn put_vector(w: &mut Writer<'_>, docno: u64, v: Option<&[f32]>) -> Result<()> {
     match v {
         Some(v) => {
-            t.insert(docno, encode_vector(v).as_slice())?;
+            w.embeddings.insert(docno, encode_vector(v).as_slice())?;
         }
         None => {
-            t.remove(docno)?;
+            w.embeddings.remove(docno)?;
         }
     }
     Ok(())
@@ -412,30 +408,21 @@ pub const VECTOR_SCAN_MAX: u64 = 100_000;
 
 /// Number of stored vectors.
 pub(crate) fn stored_count(r: &Reader) -> Result<u64> {
-    match r.txn().open_table(schema::EMBEDDINGS) {
-        Ok(t) => Ok(t.len()?),
-        Err(TableError::TableDoesNotExist(_)) => Ok(0),
-        Err(e) => Err(e.into()),
-    }
+    Ok(match &r.embeddings {
+        Some(t) => t.len()?,
+        None => 0,
+    })
 }
 
 /// The stored vector of `docno`, if any.
 pub(crate) fn vector_of(r: &Reader, docno: u64) -> Result<Option<Vec<f32>>> {
-    let t = match r.txn().open_table(schema::EMBEDDINGS) {
-        Ok(t) => t,
-        Err(TableError::TableDoesNotExist(_)) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
+    let Some(t) = &r.embeddings else { return Ok(None) };
     Ok(t.get(docno)?.and_then(|v| decode_vector(v.value())))
 }
 
 /// Every stored `(docno, vector bytes)` row, for the consistency check.
 pub(crate) fn stored_docnos(r: &Reader) -> Result<Vec<(u64, usize)>> {
-    let t = match r.txn().open_table(schema::EMBEDDINGS) {
-        Ok(t) => t,
-        Err(TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(e.into()),
-    };
+    let Some(t) = &r.embeddings else { return Ok(Vec::new()) };
     let mut out = Vec::new();
     for row in t.range::<u64>(..)? {
         let (k, v) = row?;
@@ -449,11 +436,7 @@ pub(crate) fn stored_docnos(r: &Reader) -> Result<Vec<(u64, usize)>> {
 /// batches of [`SCAN_BATCH`] and scored in parallel on the caller's rayon pool.
 /// `query` must be unit length.
 pub(crate) fn scan(mem: &Memory, r: &Reader, query: &[f32]) -> Result<(Vec<(u64, f32)>, u64)> {
-    let t = match r.txn().open_table(schema::EMBEDDINGS) {
-        Ok(t) => t,
-        Err(TableError::TableDoesNotExist(_)) => return Ok((Vec::new(), 0)),
-        Err(e) => return Err(e.into()),
-    };
+    let Some(t) = &r.embeddings else { return Ok((Vec::new(), 0)) };
     let want_len = query.len() * 4;
     let mut hits: Vec<(u64, f32)> = Vec::new();
     let mut batch: Vec<(u64, Vec<u8>)> = Vec::with_capacity(SCAN_BATCH);

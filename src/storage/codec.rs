@@ -23,3 +23,14 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {
         None => Err(Error::Corrupted(format!("empty {what} record"))),
     }
 }
+
+/// The stored self-model (meta `self_model`): JSON, as soul-protocol writes
+/// `self_model.json`, so it moves between the two unchanged.
+pub(crate) fn encode_self_model(model: &crate::model::SelfModel) -> Result<Vec<u8>> {
+    serde_json::to_vec(model).map_err(|e| Error::Storage(format!("encode self-model: {e}")))
+}
+
+/// Reads a self-model written by [`encode_self_model`].
+pub(crate) fn decode_self_model(bytes: &[u8]) -> Result<crate::model::SelfModel> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Corrupted(format!("stored self-model: {e}")))
+}

@@ -25,6 +25,7 @@ pub use codec::{decode, encode};
 pub use docinfo::DocInfo;
 pub use query::keyed_facts as query_keyed;
 pub use reader::Reader;
+pub(crate) use writer::TokenSet;
 pub use writer::Writer;
 
 use crate::Profile;

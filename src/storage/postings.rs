@@ -410,25 +410,17 @@ fn apply_term(blocks: &mut Table<'_, (Str, u64), Bytes>, term: &str, t: &TermOps
     match last {
         // Appends only (the usual case): after the last block, or into a new one.
         Some((key, postings)) if first_op > postings.last().map_or(key, |p| p.docno) => {
-            let fresh =
-                ops.iter().filter_map(|(d, o)| o.map(|(tf, len)| Posting { docno: *d, tf, len }));
             if postings.len() >= BLOCK {
-                let fresh: Vec<Posting> = fresh.collect();
-                write_blocks(blocks, term, None, &fresh)?;
+                write_blocks(blocks, term, None, &upserts(&ops))?;
             } else {
                 let mut all = postings;
-                all.extend(fresh);
+                all.extend(upserts(&ops));
                 write_blocks(blocks, term, Some(key), &all)?;
             }
         }
-        None if ops.iter().all(|(_, o)| o.is_some()) => {
-            let fresh: Vec<Posting> = ops
-                .iter()
-                .filter_map(|(d, o)| o.map(|(tf, len)| Posting { docno: *d, tf, len }))
-                .collect();
-            write_blocks(blocks, term, None, &fresh)?;
-        }
-        _ => merge_ops(blocks, term, &ops)?,
+        // A new term: removals have nothing to remove.
+        None => write_blocks(blocks, term, None, &upserts(&ops))?,
+        Some(_) => merge_ops(blocks, term, &ops)?,
     }
     info.df = if t.df >= 0 {
         info.df + t.df.unsigned_abs()
@@ -442,6 +434,11 @@ fn apply_term(blocks: &mut Table<'_, (Str, u64), Bytes>, term: &str, t: &TermOps
         blocks.insert((term, INFO), info.encode().as_slice())?;
     }
     Ok(())
+}
+
+/// The postings `ops` writes (its removals left out).
+fn upserts(ops: &[(u64, Option<(u32, u32)>)]) -> Vec<Posting> {
+    ops.iter().filter_map(|(d, o)| o.map(|(tf, len)| Posting { docno: *d, tf, len })).collect()
 }
 
 /// Applies `ops` (ascending docnos) anywhere in `term`'s blocks: each op goes to
@@ -480,11 +477,7 @@ fn merge_ops(
         let appending = postings.last().is_some_and(|p| mine[0].0 > p.docno);
         if appending && postings.len() >= BLOCK {
             // A full block stays as it is; new postings open new blocks.
-            let fresh: Vec<Posting> = mine
-                .iter()
-                .filter_map(|(d, o)| o.map(|(tf, len)| Posting { docno: *d, tf, len }))
-                .collect();
-            write_blocks(blocks, term, None, &fresh)?;
+            write_blocks(blocks, term, None, &upserts(mine))?;
         } else {
             for &(d, o) in mine {
                 let at = postings.partition_point(|p| p.docno < d);
@@ -535,16 +528,7 @@ fn write_blocks(
 /// # Errors
 /// Storage errors; [`Error::Corrupted`] on a malformed block.
 pub fn docnos(blocks: &impl ReadableTable<(Str, u64), Bytes>, term: &str) -> Result<Vec<u64>> {
-    let mut out = Vec::new();
-    let mut buf = Vec::new();
-    for row in blocks.range(blocks_of(term))? {
-        let (k, v) = row?;
-        buf.clear();
-        let h = header(k.value().1, v.value())?;
-        decode_into(&h, v.value(), &mut buf)?;
-        out.extend(buf.iter().map(|p| p.docno));
-    }
-    Ok(out)
+    Ok(postings_of(blocks, term)?.into_iter().map(|p| p.docno).collect())
 }
 
 /// Every posting of `term`, ascending.

@@ -33,6 +33,8 @@ pub struct Reader {
     pub(crate) importance: ReadOnlyTable<(Str, u8, i64, u64), ()>,
     pub(crate) layer_order: ReadOnlyTable<(Str, u64), ()>,
     pub(crate) context: ReadOnlyTable<u64, Str>,
+    /// Stored vectors; `None` in a store written before the table existed.
+    pub(crate) embeddings: Option<ReadOnlyTable<u64, Bytes>>,
     entry_tables: Mutex<HashMap<String, ReadOnlyTable<u64, Bytes>>>,
     stats: CorpusStats,
 }
@@ -60,6 +62,11 @@ impl Reader {
             importance: txn.open_table(IMPORTANCE)?,
             layer_order: txn.open_table(LAYER_ORDER)?,
             context: txn.open_table(CONTEXT)?,
+            embeddings: match txn.open_table(EMBEDDINGS) {
+                Ok(t) => Some(t),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(e.into()),
+            },
             entry_tables: Mutex::new(HashMap::new()),
             stats,
             txn,
@@ -87,6 +94,17 @@ impl Reader {
     /// Reads a meta value.
     pub fn meta_get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         Ok(self.meta.get(key)?.map(|v| v.value().to_vec()))
+    }
+
+    /// The stored self-model (the seed domains when none is stored).
+    ///
+    /// # Errors
+    /// Storage errors, or a stored self-model that is not valid JSON.
+    pub fn self_model(&self) -> Result<crate::model::SelfModel> {
+        match self.meta.get(meta_keys::SELF_MODEL)? {
+            Some(v) => super::codec::decode_self_model(v.value()),
+            None => Ok(crate::model::SelfModel::default()),
+        }
     }
 
     /// The docno of memory `id`.

@@ -130,10 +130,6 @@ pub(crate) fn upgrade_from_2(db: &redb::Database, profile: crate::Profile) -> Re
     Ok(())
 }
 
-/// Entries indexed between two applications of the buffered postings, so a rebuild
-/// of millions of entries holds a bounded buffer.
-const REBUILD_CHUNK: u64 = 50_000;
-
 fn rebuild_in(
     txn: &WriteTransaction,
     profile: crate::Profile,
@@ -159,9 +155,6 @@ fn rebuild_in(
             report.entries += 1;
             if report.entries % 10_000 == 0 {
                 progress(report.entries);
-            }
-            if report.entries % REBUILD_CHUNK == 0 {
-                w.apply_postings()?;
             }
             max_docno = max_docno.max(Some(docno));
             if e.layer != layer || e.domain != domain {

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use redb::{ReadableTable, Table, WriteTransaction};
 
-use super::codec::{decode, encode};
+use super::codec::{decode, decode_self_model, encode, encode_self_model};
 use super::docinfo::DocInfo;
 use super::keys::{IndexKeys, index_keys};
 use super::schema::{self, *};
@@ -34,6 +34,7 @@ pub struct Writer<'t> {
     pub(crate) importance: Table<'t, (Str, u8, i64, u64), ()>,
     pub(crate) layer_order: Table<'t, (Str, u64), ()>,
     pub(crate) context: Table<'t, u64, Str>,
+    pub(crate) embeddings: Table<'t, u64, Bytes>,
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
     pub(super) stats: CorpusStats,
     /// Posting and document-frequency changes not written yet: applied term by term
@@ -47,9 +48,9 @@ pub struct Writer<'t> {
     /// `(id, content)` of entries read through [`Writer::id_and_content`] in this
     /// transaction; dropped when the entry is replaced or removed.
     texts: HashMap<u64, (String, String)>,
-    /// Derived token sets of entries (observe's novelty check), keyed like
-    /// `texts` and dropped with it.
-    pub(crate) token_sets: HashMap<u64, std::sync::Arc<std::collections::BTreeSet<String>>>,
+    /// Token sets derived from entries' contents ([`Writer::token_set`]), keyed
+    /// like `texts` and dropped with it.
+    token_sets: HashMap<u64, TokenSet>,
     /// `(window, newest episodic (docno, created µs), newest docno first)`, kept
     /// through the transaction by [`Writer::newest_episodes`].
     newest_episodes: Option<(usize, Vec<(u64, i64)>)>,
@@ -60,8 +61,11 @@ pub struct Writer<'t> {
 
 const EPISODIC: &str = "episodic";
 
-/// Buffered posting changes at which a bulk load writes them out mid-transaction
-/// (about 100 MB of buffer).
+/// A set of tokens derived from an entry's content, shared without copying.
+pub(crate) type TokenSet = std::sync::Arc<std::collections::BTreeSet<String>>;
+
+/// Buffered posting changes at which a transaction writes them out before its
+/// commit (about 100 MB of buffer).
 const PENDING_MAX: usize = 2_000_000;
 
 fn new_id() -> String {
@@ -85,7 +89,6 @@ impl<'t> Writer<'t> {
         txn.open_table(GRAPH_ADJ)?;
         txn.open_table(EVENTS)?;
         txn.open_table(ARCHIVES)?;
-        txn.open_table(EMBEDDINGS)?;
         txn.open_table(DELETION_AUDIT)?;
         txn.open_table(SUPERSEDE_AUDIT)?;
         // The remaining tables are opened (and so created) by `open`.
@@ -115,6 +118,7 @@ impl<'t> Writer<'t> {
             importance: txn.open_table(IMPORTANCE)?,
             layer_order: txn.open_table(LAYER_ORDER)?,
             context: txn.open_table(CONTEXT)?,
+            embeddings: txn.open_table(EMBEDDINGS)?,
             entry_tables: HashMap::new(),
             stats,
             pending: postings::Pending::default(),
@@ -130,9 +134,7 @@ impl<'t> Writer<'t> {
     pub(crate) fn flush(&mut self) -> Result<()> {
         self.pending.apply(&mut self.postings)?;
         if let Some(model) = self.self_model.take() {
-            let bytes = serde_json::to_vec(&model)
-                .map_err(|e| Error::Corrupted(format!("self-model: {e}")))?;
-            self.meta.insert(meta_keys::SELF_MODEL, bytes.as_slice())?;
+            self.meta.insert(meta_keys::SELF_MODEL, encode_self_model(&model)?.as_slice())?;
         }
         self.meta.insert(meta_keys::STATS, encode(&self.stats)?.as_slice())?;
         Ok(())
@@ -181,10 +183,6 @@ impl<'t> Writer<'t> {
 
     /// Writes a meta value.
     pub fn meta_put(&mut self, key: &str, value: &[u8]) -> Result<()> {
-        if key == meta_keys::SELF_MODEL {
-            // An explicit write replaces any staged update.
-            self.self_model = None;
-        }
         self.meta.insert(key, value)?;
         Ok(())
     }
@@ -299,9 +297,7 @@ impl<'t> Writer<'t> {
             self.ids.insert(id, d)?;
         }
         for ((e, k), &d) in rows.clone() {
-            let info = DocInfo::from_entry(e, k.doc_len);
-            self.docs.insert(d, encode(&info)?.as_slice())?;
-            self.doc_cache.get_mut().remove(&d);
+            self.put_info(d, DocInfo::from_entry(e, k.doc_len))?;
             self.stats.docs += 1;
             self.stats.total_len += u64::from(k.doc_len);
         }
@@ -311,9 +307,7 @@ impl<'t> Writer<'t> {
             for (t, tf) in &k.tokens {
                 self.pending.add(t, d, *tf, k.doc_len);
             }
-            if self.pending.len() >= PENDING_MAX {
-                self.apply_postings()?;
-            }
+            self.bound_pending()?;
         }
         let parts: Vec<String> = entries
             .iter()
@@ -394,8 +388,7 @@ impl<'t> Writer<'t> {
         entry.validate().map_err(Error::InvalidMemory)?;
         schema::entry_table_name(&entry.layer, &entry.domain)?;
         let old = self.get(docno)?.ok_or_else(|| Error::NotFound(entry.id.clone()))?;
-        self.texts.remove(&docno);
-        self.token_sets.remove(&docno);
+        self.forget_texts(docno);
         if old.id != entry.id {
             return Err(Error::InvalidInput(format!(
                 "cannot change a memory's id ({:?} to {:?})",
@@ -414,9 +407,7 @@ impl<'t> Writer<'t> {
             && old.is_superseded() == entry.is_superseded()
             && let Some(info) = self.docinfo(docno)?
         {
-            let info = DocInfo::from_entry(&entry, info.doc_len);
-            self.docs.insert(docno, encode(&info)?.as_slice())?;
-            self.doc_cache.get_mut().insert(docno, info);
+            self.put_info(docno, DocInfo::from_entry(&entry, info.doc_len))?;
             let record = encode(&entry)?;
             self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;
             return Ok(());
@@ -432,9 +423,7 @@ impl<'t> Writer<'t> {
             && old.created_at == entry.created_at
         {
             // Only the record and its compact twin change (e.g. access metadata).
-            let info = DocInfo::from_entry(&entry, new_keys.doc_len);
-            self.docs.insert(docno, encode(&info)?.as_slice())?;
-            self.doc_cache.get_mut().insert(docno, info);
+            self.put_info(docno, DocInfo::from_entry(&entry, new_keys.doc_len))?;
         } else {
             self.remove_rows(docno, &old, &old_keys)?;
             self.add_rows(docno, &entry, &new_keys)?;
@@ -454,7 +443,7 @@ impl<'t> Writer<'t> {
         let keys = index_keys(&old, self.profile, context.as_deref());
         self.remove_rows(docno, &old, &keys)?;
         self.context.remove(docno)?;
-        self.txn.open_table(EMBEDDINGS)?.remove(docno)?;
+        self.embeddings.remove(docno)?;
         self.entry_table(&old.layer, &old.domain)?.remove(docno)?;
         self.ids.remove(old.id.as_str())?;
         Ok(Some(old))
@@ -471,12 +460,11 @@ impl<'t> Writer<'t> {
                 self.newest_episodes = None;
             }
         }
-        let info = DocInfo::from_entry(e, keys.doc_len);
-        self.docs.insert(docno, encode(&info)?.as_slice())?;
-        self.doc_cache.get_mut().insert(docno, info);
+        self.put_info(docno, DocInfo::from_entry(e, keys.doc_len))?;
         for (tok, tf) in &keys.tokens {
             self.pending.add(tok, docno, *tf, keys.doc_len);
         }
+        self.bound_pending()?;
         self.stats.docs += 1;
         self.stats.total_len += u64::from(keys.doc_len);
         let part = schema::fact_partition(e.user_id.as_deref(), &e.domain);
@@ -502,8 +490,7 @@ impl<'t> Writer<'t> {
     }
 
     fn remove_rows(&mut self, docno: u64, e: &MemoryEntry, keys: &IndexKeys) -> Result<()> {
-        self.texts.remove(&docno);
-        self.token_sets.remove(&docno);
+        self.forget_texts(docno);
         if e.layer == EPISODIC {
             self.newest_episodes = None;
         }
@@ -540,13 +527,14 @@ impl<'t> Writer<'t> {
         Ok(())
     }
 
-    /// Writes the buffered posting changes now (a long transaction bounds its
-    /// buffer this way); [`Writer::flush`] writes the rest.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub(crate) fn apply_postings(&mut self) -> Result<()> {
-        self.pending.apply(&mut self.postings)
+    /// Writes the buffered posting changes out once they reach [`PENDING_MAX`], so
+    /// a transaction of millions of entries (bulk load, rebuild) holds a bounded
+    /// buffer; [`Writer::flush`] writes the rest.
+    fn bound_pending(&mut self) -> Result<()> {
+        if self.pending.len() >= PENDING_MAX {
+            self.pending.apply(&mut self.postings)?;
+        }
+        Ok(())
     }
 
     /// The self-model as of this point in the transaction, for update in place; it
@@ -557,13 +545,50 @@ impl<'t> Writer<'t> {
     pub(crate) fn self_model_mut(&mut self) -> Result<&mut SelfModel> {
         if self.self_model.is_none() {
             let model = match self.meta.get(meta_keys::SELF_MODEL)? {
-                Some(v) => serde_json::from_slice(v.value())
-                    .map_err(|e| Error::Corrupted(format!("self-model: {e}")))?,
+                Some(v) => decode_self_model(v.value())?,
                 None => SelfModel::default(),
             };
             self.self_model = Some(model);
         }
         Ok(self.self_model.get_or_insert_with(SelfModel::default))
+    }
+
+    /// Replaces the self-model; it is stored when the transaction is flushed.
+    pub(crate) fn set_self_model(&mut self, model: SelfModel) {
+        self.self_model = Some(model);
+    }
+
+    /// Writes the [`DocInfo`] of `docno`, keeping the transaction's copy current.
+    fn put_info(&mut self, docno: u64, info: DocInfo) -> Result<()> {
+        self.docs.insert(docno, encode(&info)?.as_slice())?;
+        self.doc_cache.get_mut().insert(docno, info);
+        Ok(())
+    }
+
+    /// Drops what the transaction kept of `docno`'s content.
+    fn forget_texts(&mut self, docno: u64) {
+        self.texts.remove(&docno);
+        self.token_sets.remove(&docno);
+    }
+
+    /// The token set `derive` makes of the content at `docno`, derived once per
+    /// transaction (observe's novelty check compares each new exchange with the
+    /// same recent episodes).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn token_set(
+        &mut self,
+        docno: u64,
+        derive: impl FnOnce(&str) -> std::collections::BTreeSet<String>,
+    ) -> Result<Option<TokenSet>> {
+        if let Some(set) = self.token_sets.get(&docno) {
+            return Ok(Some(set.clone()));
+        }
+        let Some((_, content)) = self.id_and_content(docno)? else { return Ok(None) };
+        let set = TokenSet::new(derive(&content));
+        self.token_sets.insert(docno, set.clone());
+        Ok(Some(set))
     }
 
     /// The id and content of the entry at `docno`, decoded once per transaction

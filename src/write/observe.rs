@@ -28,7 +28,7 @@ use crate::error::Result;
 use crate::memory::{Memory, Settings};
 use crate::model::{MemoryEntry, MemoryType, SignificanceScore, SomaticMarker, Timestamp, time};
 use crate::storage::graph::EdgeRecord;
-use crate::storage::{Writer, schema};
+use crate::storage::{TokenSet, Writer, schema};
 use crate::{DEFAULT_DOMAIN, Profile};
 
 /// Who and where an exchange belongs to.
@@ -270,9 +270,8 @@ struct Ctx {
     domain: String,
 }
 
-fn recent_episodes(
-    w: &mut Writer<'_>,
-) -> Result<Vec<std::sync::Arc<std::collections::BTreeSet<String>>>> {
+/// The novelty token sets of the most recent episodes, newest first.
+fn recent_episodes(w: &mut Writer<'_>) -> Result<Vec<TokenSet>> {
     let mut rows: Vec<(i64, u64)> = w
         .newest_episodes(significance::RECENT_EPISODES * 4)?
         .into_iter()
@@ -282,13 +281,7 @@ fn recent_episodes(
     rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut out = Vec::new();
     for (_, d) in rows.into_iter().take(significance::RECENT_EPISODES) {
-        if let Some(set) = w.token_sets.get(&d) {
-            out.push(set.clone());
-        } else if let Some((_, content)) = w.id_and_content(d)? {
-            let set = std::sync::Arc::new(significance::recent_tokens(&content));
-            w.token_sets.insert(d, set.clone());
-            out.push(set);
-        }
+        out.extend(w.token_set(d, significance::recent_tokens)?);
     }
     Ok(out)
 }
@@ -424,8 +417,7 @@ fn observe_analysed(
 
     // 1-2. Sentiment (above) and significance.
     let recent = recent_episodes(w)?;
-    let recent_refs: Vec<&std::collections::BTreeSet<String>> =
-        recent.iter().map(|s| s.as_ref()).collect();
+    let recent_refs: Vec<&BTreeSet<String>> = recent.iter().map(|s| s.as_ref()).collect();
     let sig = significance::assess_with(user, agent, &somatic, &settings.core_values, &recent_refs);
     let mut significant = sig.is_significant;
 

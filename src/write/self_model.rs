@@ -37,11 +37,11 @@
 use std::collections::{BTreeSet, HashSet};
 
 use crate::Profile;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::memory::Memory;
 use crate::model::{SelfImage, SelfModel};
 use crate::read::reference_bm25::PyStrSet;
-use crate::storage::{Writer, meta_keys};
+use crate::storage::Writer;
 use crate::text::tokenize_list;
 
 /// Matches a domain needs to be reinforced.
@@ -310,18 +310,6 @@ fn default_note(model: &mut SelfModel, fact: &str, user_id: Option<&str>) {
     model.relationship_notes.insert(key, parts.join("; "));
 }
 
-/// Reads the stored self-model (the seed domains when none is stored).
-fn decode(bytes: &[u8]) -> Result<SelfModel> {
-    serde_json::from_slice(bytes).map_err(|e| Error::Corrupted(format!("self-model: {e}")))
-}
-
-/// Stores `model` as JSON.
-pub(crate) fn save(w: &mut Writer<'_>, model: &SelfModel) -> Result<()> {
-    let bytes =
-        serde_json::to_vec(model).map_err(|e| Error::Corrupted(format!("self-model: {e}")))?;
-    w.meta_put(meta_keys::SELF_MODEL, &bytes)
-}
-
 /// Observe step 6: loads, updates and stores the self-model.
 pub(crate) fn update_stored(
     w: &mut Writer<'_>,
@@ -342,10 +330,7 @@ impl Memory {
     /// # Errors
     /// Storage errors, or a stored self-model that is not valid JSON.
     pub fn self_model(&self) -> Result<SelfModel> {
-        match self.read()?.meta_get(meta_keys::SELF_MODEL)? {
-            Some(bytes) => decode(&bytes),
-            None => Ok(SelfModel::default()),
-        }
+        self.read()?.self_model()
     }
 
     /// Replaces the self-model (e.g. when restoring a dump).
@@ -353,7 +338,10 @@ impl Memory {
     /// # Errors
     /// Storage errors only.
     pub fn set_self_model(&self, model: &SelfModel) -> Result<()> {
-        self.write(|w| save(w, model))
+        self.write(|w| {
+            w.set_self_model(model.clone());
+            Ok(())
+        })
     }
 }
 

@@ -219,7 +219,7 @@ pub fn compute_significance(
 ) -> SignificanceScore {
     let sets: Vec<BTreeSet<String>> = recent_contents.iter().map(|c| recent_tokens(c)).collect();
     let refs: Vec<&BTreeSet<String>> = sets.iter().collect();
-    compute_significance_with(user_input, agent_output, somatic, core_values, &refs)
+    dimensions(user_input, agent_output, somatic, core_values, &refs).0
 }
 
 /// A recent episode's tokens as novelty compares them: its reference tokens
@@ -229,16 +229,16 @@ pub fn recent_tokens(content: &str) -> BTreeSet<String> {
     expand_synonyms(&tokenize(content))
 }
 
-/// [`compute_significance`] with each recent episode given as [`recent_tokens`]
-/// (a caller observing many exchanges computes them once).
-#[must_use]
-pub fn compute_significance_with(
+/// [`compute_significance`] with each recent episode given as [`recent_tokens`],
+/// and the exchange's token count (the short-text penalty's input), from one
+/// tokenization of the exchange.
+fn dimensions(
     user_input: &str,
     agent_output: &str,
     somatic: &SomaticMarker,
     core_values: &[String],
     recent: &[&BTreeSet<String>],
-) -> SignificanceScore {
+) -> (SignificanceScore, usize) {
     let combined = combined_text(user_input, agent_output);
     let combined_tokens = tokenize(&combined);
     let mut novelty = if recent.is_empty() {
@@ -259,12 +259,13 @@ pub fn compute_significance_with(
     let length_bonus = (combined_tokens.len() as f64 * 0.01).min(0.2);
     novelty = (novelty + length_bonus).min(1.0);
     let richness = content_richness(&combined);
-    SignificanceScore {
+    let score = SignificanceScore {
         novelty: py_round(novelty, 3),
         emotional_intensity: py_round(emotional_intensity, 3),
         goal_relevance: py_round(goal_relevance, 3),
         content_richness: py_round(richness, 3),
-    }
+    };
+    (score, combined_tokens.len())
 }
 
 /// The weighted overall score with the short-text penalty applied when
@@ -293,7 +294,8 @@ pub fn assess(
     assess_with(user_input, agent_output, somatic, core_values, &refs)
 }
 
-/// [`assess`] with each recent episode given as [`recent_tokens`].
+/// [`assess`] with each recent episode given as [`recent_tokens`] (a caller
+/// observing many exchanges computes them once).
 #[must_use]
 pub fn assess_with(
     user_input: &str,
@@ -302,8 +304,7 @@ pub fn assess_with(
     core_values: &[String],
     recent: &[&BTreeSet<String>],
 ) -> Significance {
-    let score = compute_significance_with(user_input, agent_output, somatic, core_values, recent);
-    let token_count = tokenize(&combined_text(user_input, agent_output)).len();
+    let (score, token_count) = dimensions(user_input, agent_output, somatic, core_values, recent);
     let overall = overall_significance(&score, token_count);
     let penalty = if token_count < SHORT_TEXT_TOKENS { SHORT_TEXT_PENALTY } else { 0.0 };
     Significance {

@@ -142,32 +142,11 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     // Exchanges past any the store was built from.
     let mut next = mem.count()?;
     let pb = bar((a.batch * a.batches) as u64, "ingest".into());
-    let (mut spent, mut cpu, mut done) = (Duration::ZERO, Duration::ZERO, 0usize);
-    for _ in 0..a.batches {
-        let items: Vec<(String, String, ObserveOptions)> = (0..a.batch)
-            .map(|_| {
-                let ex = corpus.exchange(next);
-                next += 1;
-                (ex.user, ex.agent, opts(&ex.user_id, &ex.domain))
-            })
-            .collect();
-        let t = Instant::now();
-        let c = cpu_time();
-        let reports = mem.observe_batch(&items)?;
-        spent += t.elapsed();
-        cpu += cpu_time().saturating_sub(c);
-        done += reports.len();
-        pb.inc(items.len() as u64);
-    }
+    let (done, spent, cpu) = time_batches(&mem, &corpus, &mut next, a.batch, a.batches, &pb)?;
     pb.finish_and_clear();
-    let mut single = Vec::with_capacity(a.single);
-    for _ in 0..a.single {
-        let ex = corpus.exchange(next);
-        next += 1;
-        let t = Instant::now();
-        mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
-        single.push(ms(t.elapsed()));
-    }
+    let pb = bar(a.single as u64, "observe".into());
+    let (mut single, _) = time_observes(&mem, &corpus, &mut next, a.single, &pb)?;
+    pb.finish_and_clear();
     drop(mem);
     let _ = std::fs::remove_file(&copy);
     println!(
@@ -344,6 +323,60 @@ fn bar(len: u64, msg: String) -> ProgressBar {
     pb
 }
 
+/// Times `count` single durable observes of the corpus's exchanges from `*next`
+/// on: the milliseconds of each, and the process CPU time they took.
+fn time_observes(
+    mem: &Memory,
+    corpus: &Corpus,
+    next: &mut u64,
+    count: usize,
+    pb: &ProgressBar,
+) -> anyhow::Result<(Vec<f64>, Duration)> {
+    let mut each = Vec::with_capacity(count);
+    let c = cpu_time();
+    for _ in 0..count {
+        let ex = corpus.exchange(*next);
+        *next += 1;
+        let t = Instant::now();
+        mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
+        each.push(ms(t.elapsed()));
+        pb.inc(1);
+    }
+    Ok((each, cpu_time().saturating_sub(c)))
+}
+
+/// Times `batches` `observe_batch` transactions of `batch` exchanges each (from
+/// `*next` on): exchanges observed, wall time and CPU time spent in the calls.
+fn time_batches(
+    mem: &Memory,
+    corpus: &Corpus,
+    next: &mut u64,
+    batch: usize,
+    batches: usize,
+    pb: &ProgressBar,
+) -> anyhow::Result<(usize, Duration, Duration)> {
+    let (mut done, mut spent, mut cpu) = (0usize, Duration::ZERO, Duration::ZERO);
+    for _ in 0..batches {
+        let items: Vec<(String, String, ObserveOptions)> = (0..batch)
+            .map(|_| {
+                let ex = corpus.exchange(*next);
+                *next += 1;
+                let o = opts(&ex.user_id, &ex.domain);
+                (ex.user, ex.agent, o)
+            })
+            .collect();
+        let t = Instant::now();
+        let c = cpu_time();
+        let reports = mem.observe_batch(&items)?;
+        spent += t.elapsed();
+        cpu += cpu_time().saturating_sub(c);
+        anyhow::ensure!(reports.len() == items.len(), "observe_batch lost reports");
+        done += items.len();
+        pb.inc(items.len() as u64);
+    }
+    Ok((done, spent, cpu))
+}
+
 fn opts(user_id: &str, domain: &str) -> ObserveOptions {
     ObserveOptions { user_id: Some(user_id.to_owned()), domain: domain.to_owned() }
 }
@@ -463,46 +496,16 @@ fn measure(
 
     // Single durable observes of new exchanges.
     let mut next = used;
-    let mut single = Vec::new();
     let pb = bar(a.observes as u64, format!("observe {n}"));
-    let c = cpu_time();
-    for _ in 0..a.observes {
-        let ex = corpus.exchange(next);
-        next += 1;
-        let t = Instant::now();
-        mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
-        single.push(ms(t.elapsed()));
-        pb.inc(1);
-    }
+    let (mut single, observe_cpu) = time_observes(&mem, corpus, &mut next, a.observes, &pb)?;
     pb.finish_and_clear();
-    let observe_cpu = cpu_time().saturating_sub(c);
     row.insert("observe_cpu_mean_ms".into(), round3(ms(observe_cpu) / a.observes.max(1) as f64));
     row.insert("observe_p50_ms".into(), round3(quantile(&mut single, 0.5)));
     row.insert("observe_p99_ms".into(), round3(quantile(&mut single, 0.99)));
 
     // Batched observe throughput (durable commit per batch).
     let pb = bar((a.batch * a.batches) as u64, format!("ingest {n}"));
-    let mut spent = Duration::ZERO;
-    let mut cpu = Duration::ZERO;
-    let mut done = 0usize;
-    for _ in 0..a.batches {
-        let items: Vec<(String, String, ObserveOptions)> = (0..a.batch)
-            .map(|_| {
-                let ex = corpus.exchange(next);
-                next += 1;
-                let o = opts(&ex.user_id, &ex.domain);
-                (ex.user, ex.agent, o)
-            })
-            .collect();
-        let t = Instant::now();
-        let c = cpu_time();
-        let reports = mem.observe_batch(&items)?;
-        spent += t.elapsed();
-        cpu += cpu_time().saturating_sub(c);
-        anyhow::ensure!(reports.len() == items.len(), "observe_batch lost reports");
-        done += items.len();
-        pb.inc(items.len() as u64);
-    }
+    let (done, spent, cpu) = time_batches(&mem, corpus, &mut next, a.batch, a.batches, &pb)?;
     pb.finish_and_clear();
     row.insert("ingest_per_s".into(), json!((done as f64 / spent.as_secs_f64()).round()));
     // Per CPU second: what the pipeline costs, whatever else the machine runs.
