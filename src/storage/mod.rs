@@ -74,6 +74,10 @@ pub struct CorpusStats {
 pub struct Store {
     db: Database,
     profile: Profile,
+    /// What the last committed write transaction's [`Writer`] kept for the next
+    /// one; locked for the length of each write transaction (there is one at a
+    /// time), emptied when a transaction fails.
+    carry: parking_lot::Mutex<writer::Carry>,
 }
 
 impl std::fmt::Debug for Store {
@@ -266,7 +270,7 @@ impl Store {
                 profile
             }
         };
-        Ok(Self { db, profile })
+        Ok(Self { db, profile, carry: parking_lot::Mutex::new(writer::Carry::default()) })
     }
 
     /// The profile the store was created with.
@@ -303,5 +307,64 @@ impl Store {
     /// redb's own integrity check (verifies checksums, repairs nothing on success).
     pub fn check_integrity(&mut self) -> Result<bool> {
         self.db.check_integrity().map_err(|e| Error::Storage(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{SelfImage, SelfModel};
+
+    fn model(domain: &str) -> SelfModel {
+        let mut m = SelfModel::default();
+        m.self_images.insert(
+            domain.into(),
+            SelfImage { domain: domain.into(), confidence: 0.5, evidence_count: 3 },
+        );
+        m
+    }
+
+    fn stored(store: &Store) -> SelfModel {
+        store.read().and_then(|r| r.self_model()).expect("read self-model")
+    }
+
+    #[test]
+    fn a_failed_transaction_leaves_no_carried_state() {
+        let store = Store::in_memory(Profile::Default).expect("store");
+        store
+            .write(false, |w| {
+                w.set_self_model(model("kept"));
+                Ok(())
+            })
+            .expect("write");
+        // A transaction that changes the carried self-model, then fails.
+        let failed = store.write(false, |w| {
+            w.self_model_mut()?.self_images.clear();
+            w.set_self_model(model("lost"));
+            Err::<(), _>(Error::InvalidInput("boom".into()))
+        });
+        assert!(failed.is_err());
+        // The next transaction sees what is stored, not the failed one's state.
+        let seen = store.write(false, |w| Ok(w.self_model_mut()?.clone())).expect("write");
+        assert_eq!(seen, model("kept"));
+        assert_eq!(stored(&store), model("kept"));
+    }
+
+    #[test]
+    fn a_committed_transaction_carries_its_state_to_the_next() {
+        let store = Store::in_memory(Profile::Default).expect("store");
+        store
+            .write(false, |w| {
+                w.set_self_model(model("one"));
+                Ok(())
+            })
+            .expect("write");
+        let seen = store.write(false, |w| Ok(w.self_model_mut()?.clone())).expect("write");
+        assert_eq!(seen, model("one"));
+        // A store cleared in a transaction forgets the carried model too.
+        store.write_cleared(false, true, |_| Ok(())).expect("clear");
+        let seen = store.write(false, |w| Ok(w.self_model_mut()?.clone())).expect("write");
+        assert_eq!(seen, SelfModel::default());
+        assert_eq!(stored(&store), SelfModel::default());
     }
 }

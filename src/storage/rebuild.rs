@@ -82,16 +82,24 @@ impl Store {
         f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
     ) -> Result<T> {
         let txn = self.begin_write(durable)?;
+        // Taken while the transaction runs: left empty if it fails, so the next
+        // transaction starts from what is stored.
+        let mut carry = self.carry.lock();
+        let kept = std::mem::take(&mut *carry);
         if clear {
             clear_all(&txn, self.profile)?;
         }
-        let out = {
+        let (out, next) = {
             let mut w = Writer::open(&txn, self.profile)?;
+            if !clear {
+                w.resume(kept);
+            }
             let out = f(&mut w)?;
             w.flush()?;
-            out
+            (out, w.into_carry())
         };
         txn.commit()?;
+        *carry = next;
         Ok(out)
     }
 
@@ -103,6 +111,7 @@ impl Store {
         progress: impl FnMut(u64),
     ) -> Result<RebuildReport> {
         let txn = self.begin_write(durable)?;
+        *self.carry.lock() = super::writer::Carry::default();
         let report = rebuild_in(&txn, self.profile, progress)?;
         txn.commit()?;
         Ok(report)

@@ -42,9 +42,11 @@ pub struct Writer<'t> {
     /// Reads of postings inside a write transaction go through
     /// [`Writer::term_docnos`], which applies the term's changes first.
     pending: postings::Pending,
-    /// The self-model as updated in this transaction, written as JSON by
-    /// [`Writer::flush`]: a batch of observes decodes and encodes it once.
+    /// The self-model as read or updated in this transaction (written by
+    /// [`Writer::flush`] when `self_model_dirty`): a batch of observes decodes and
+    /// encodes it once, and consecutive transactions decode it once ([`Carry`]).
     self_model: Option<SelfModel>,
+    self_model_dirty: bool,
     /// `(id, content)` of entries read through [`Writer::id_and_content`] in this
     /// transaction; dropped when the entry is replaced or removed.
     texts: HashMap<u64, (String, String)>,
@@ -60,6 +62,19 @@ pub struct Writer<'t> {
 }
 
 const EPISODIC: &str = "episodic";
+
+/// The derived state a [`Writer`] hands to the next write transaction once its own
+/// has committed: the decoded self-model, the newest episodes and their novelty
+/// token sets. A single observe per transaction would otherwise decode the
+/// self-model and re-tokenize the ten newest episodes every time. Every write
+/// goes through a `Writer`, which keeps these current as it writes, so a carry
+/// taken from a committed transaction describes exactly the committed store.
+#[derive(Default)]
+pub(crate) struct Carry {
+    self_model: Option<SelfModel>,
+    newest_episodes: Option<(usize, Vec<(u64, i64)>)>,
+    token_sets: HashMap<u64, TokenSet>,
+}
 
 /// A set of tokens derived from an entry's content, shared without copying.
 pub(crate) type TokenSet = std::sync::Arc<std::collections::BTreeSet<String>>;
@@ -123,6 +138,7 @@ impl<'t> Writer<'t> {
             stats,
             pending: postings::Pending::default(),
             self_model: None,
+            self_model_dirty: false,
             texts: HashMap::new(),
             token_sets: HashMap::new(),
             newest_episodes: None,
@@ -130,11 +146,40 @@ impl<'t> Writer<'t> {
         })
     }
 
-    /// Writes the corpus statistics back. Called before commit.
+    /// Starts from what the previous committed transaction kept.
+    pub(crate) fn resume(&mut self, carry: Carry) {
+        self.self_model = carry.self_model;
+        self.newest_episodes = carry.newest_episodes;
+        self.token_sets = carry.token_sets;
+    }
+
+    /// What the next transaction may start from, once this one has committed
+    /// (after [`Writer::flush`]): token sets only of the newest episodes.
+    pub(crate) fn into_carry(mut self) -> Carry {
+        let mut token_sets = HashMap::new();
+        if let Some((_, list)) = &self.newest_episodes {
+            for (d, _) in list {
+                if let Some(set) = self.token_sets.remove(d) {
+                    token_sets.insert(*d, set);
+                }
+            }
+        }
+        Carry {
+            self_model: self.self_model.take(),
+            newest_episodes: self.newest_episodes.take(),
+            token_sets,
+        }
+    }
+
+    /// Writes buffered postings, the self-model (when changed) and the corpus
+    /// statistics. Called before commit.
     pub(crate) fn flush(&mut self) -> Result<()> {
         self.pending.apply(&mut self.postings)?;
-        if let Some(model) = self.self_model.take() {
-            self.meta.insert(meta_keys::SELF_MODEL, encode_self_model(&model)?.as_slice())?;
+        if self.self_model_dirty
+            && let Some(model) = &self.self_model
+        {
+            self.meta.insert(meta_keys::SELF_MODEL, encode_self_model(model)?.as_slice())?;
+            self.self_model_dirty = false;
         }
         self.meta.insert(meta_keys::STATS, encode(&self.stats)?.as_slice())?;
         Ok(())
@@ -550,12 +595,14 @@ impl<'t> Writer<'t> {
             };
             self.self_model = Some(model);
         }
+        self.self_model_dirty = true;
         Ok(self.self_model.get_or_insert_with(SelfModel::default))
     }
 
     /// Replaces the self-model; it is stored when the transaction is flushed.
     pub(crate) fn set_self_model(&mut self, model: SelfModel) {
         self.self_model = Some(model);
+        self.self_model_dirty = true;
     }
 
     /// Writes the [`DocInfo`] of `docno`, keeping the transaction's copy current.

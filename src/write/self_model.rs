@@ -34,7 +34,7 @@
 //! replaces its own part), and keys the note by the observe's `user_id` (`"user"`
 //! when there is none).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 
 use crate::Profile;
 use crate::error::Result;
@@ -163,8 +163,10 @@ fn keywords(user: &str, agent: &str, facts: &[&str], profile: Profile) -> Keywor
 
 /// The keywords a reinforced domain learns: the exchange's keywords it does not know,
 /// longest first, at most [`MAX_EXPAND`].
+///
+/// `known` is sorted (as every stored keyword list is).
 fn new_keywords(kw: &Keywords, known: &[String], profile: Profile) -> Vec<String> {
-    let known_set: HashSet<&str> = known.iter().map(String::as_str).collect();
+    let is_known = |t: &str| known.binary_search_by(|k| k.as_str().cmp(t)).is_ok();
     let mut fresh: Vec<String> = match (&kw.py, profile.is_reference()) {
         (Some(py), true) => {
             // `meaningful - current_kws`: a copy of `meaningful` with the known
@@ -176,14 +178,14 @@ fn new_keywords(kw: &Keywords, known: &[String], profile: Profile) -> Vec<String
                 copy
             } else {
                 let mut fresh = PyStrSet::new();
-                for t in kw.order.iter().filter(|t| !known_set.contains(t.as_str())) {
+                for t in kw.order.iter().filter(|t| !is_known(t)) {
                     fresh.add(t);
                 }
                 fresh
             };
-            layout.iter().filter(|t| !known_set.contains(t)).map(str::to_owned).collect()
+            layout.iter().filter(|t| !is_known(t)).map(str::to_owned).collect()
         }
-        _ => kw.order.iter().filter(|t| !known_set.contains(t.as_str())).cloned().collect(),
+        _ => kw.order.iter().filter(|t| !is_known(t)).cloned().collect(),
     };
     // Stable sort: equal lengths keep the order above (alphabetical by default).
     fresh.sort_by_key(|w| std::cmp::Reverse(w.len()));
@@ -216,24 +218,28 @@ pub fn update(
     let kw = keywords(user, agent, facts, profile);
 
     // The first domain with the most matches.
-    let mut best: Option<(String, usize)> = None;
+    let mut best: Option<(&String, usize)> = None;
     for (domain, words) in &model.domain_keywords {
         // Keyword lists are sorted and free of duplicates (`SelfModel::set_keywords`).
         let score = kw.order.iter().filter(|t| words.binary_search(t).is_ok()).count();
-        if score > best.as_ref().map_or(0, |b| b.1) {
-            best = Some((domain.clone(), score));
+        if score > best.map_or(0, |b| b.1) {
+            best = Some((domain, score));
         }
     }
+    let best = best.map(|(d, score)| (d.clone(), score));
 
     match best {
         Some((domain, score)) if score >= MIN_MATCHES => {
             add_evidence(model, &domain, score);
-            let known = model.domain_keywords.get(&domain).cloned().unwrap_or_default();
-            let fresh = new_keywords(&kw, &known, profile);
-            if !fresh.is_empty() && known.len() + fresh.len() <= MAX_DOMAIN_KEYWORDS {
-                let mut words = known;
-                words.extend(fresh);
-                model.set_keywords(domain, words);
+            let known: &[String] = model.domain_keywords.get(&domain).map_or(&[], Vec::as_slice);
+            // A full domain learns nothing (at least one new keyword would not fit).
+            if known.len() < MAX_DOMAIN_KEYWORDS {
+                let fresh = new_keywords(&kw, known, profile);
+                if !fresh.is_empty() && known.len() + fresh.len() <= MAX_DOMAIN_KEYWORDS {
+                    let mut words = known.to_vec();
+                    words.extend(fresh);
+                    model.set_keywords(domain, words);
+                }
             }
         }
         _ if kw.order.len() >= MIN_MATCHES => {
