@@ -728,6 +728,7 @@ impl Memory {
             ("ids", r.ids.len()?),
             ("docs", r.docs.len()?),
             ("posting_blocks", r.postings.len()?),
+            ("posting_tail", r.tail.docs()),
             ("fact_tokens", r.fact_tokens.len()?),
             ("fact_terms", r.fact_terms.len()?),
             ("fact_prefixes", r.prefixes.len()?),

@@ -17,6 +17,7 @@ use redb::{AccessGuard, Range};
 
 use crate::error::Result;
 use crate::storage::postings::{self, Header, Posting};
+use crate::storage::tail::TailTerm;
 use crate::storage::{DocInfo, Reader};
 
 /// BM25 `k1`.
@@ -116,17 +117,24 @@ pub fn term_stats(r: &Reader, terms: &[Term]) -> Result<Vec<TermStat>> {
             }
             continue;
         }
-        let Some(info) = postings::term_info(&r.postings, &t.token)? else { continue };
-        if info.df == 0 {
+        // Blocks and tail together (see `storage::tail`).
+        let info = postings::term_info(&r.postings, &t.token)?;
+        let tail = r.tail.term(&t.token);
+        let df = info.as_ref().map_or(0, |i| i.df) + tail.map_or(0, |t| t.postings.len() as u64);
+        if df == 0 {
             continue;
         }
-        let w = idf(n, info.df);
-        let unit = info.impacts.max_by(|tf, len| term_score(w, tf, len, avg));
+        let mut impacts = info.map(|i| i.impacts).unwrap_or_default();
+        if let Some(tt) = tail {
+            impacts.merge(&tt.impacts);
+        }
+        let w = idf(n, df);
+        let unit = impacts.max_by(|tf, len| term_score(w, tf, len, avg));
         seen.insert(t.token.as_str(), (out.len(), unit));
         out.push(TermStat {
             token: t.token.clone(),
             weight: t.weight,
-            df: info.df,
+            df,
             idf: w,
             upper: t.weight * unit,
         });
@@ -147,9 +155,11 @@ fn scoring_order<'s>(r: &Reader, stats: &'s [TermStat]) -> Vec<&'s TermStat> {
 
 type BlockRows<'a> = Range<'a, (&'static str, u64), &'static [u8]>;
 
-/// A position in one term's postings, moving forward only.
+/// A position in one term's postings, moving forward only; the term's tail
+/// postings come as one last block.
 struct Cursor<'a> {
     rows: BlockRows<'a>,
+    tail: Option<&'a TailTerm>,
     /// The current block's row value, kept until it is decoded.
     raw: Option<AccessGuard<'a, &'static [u8]>>,
     /// The current block's header; `None` once the term is exhausted.
@@ -170,6 +180,7 @@ impl<'a> Cursor<'a> {
         let tok = t.token.as_str();
         let mut c = Cursor {
             rows: r.postings.range(postings::blocks_of(tok))?,
+            tail: r.tail.term(tok),
             raw: None,
             head: None,
             block_upper: 0.0,
@@ -190,19 +201,28 @@ impl<'a> Cursor<'a> {
         self.decoded = false;
         self.postings.clear();
         self.pos = 0;
+        let (idf, avgdl) = (self.idf, self.avgdl);
+        let bound = |h: &Header| h.impacts.max_by(|tf, len| term_score(idf, tf, len, avgdl));
+        self.raw = None;
+        self.head = None;
         match self.rows.next() {
             Some(row) => {
                 let (k, v) = row?;
                 let h = postings::header(k.value().1, v.value())?;
-                let (idf, avgdl) = (self.idf, self.avgdl);
-                self.block_upper =
-                    self.weight * h.impacts.max_by(|tf, len| term_score(idf, tf, len, avgdl));
+                self.block_upper = self.weight * bound(&h);
                 self.head = Some(h);
                 self.raw = Some(v);
             }
             None => {
-                self.head = None;
-                self.raw = None;
+                // The tail, already decoded (its postings are counted as read when
+                // the cursor first stops in it).
+                if let Some(t) = self.tail.take()
+                    && let Some(h) = Header::of_decoded(&t.postings, t.impacts)
+                {
+                    self.block_upper = self.weight * bound(&h);
+                    self.head = Some(h);
+                    self.postings.extend_from_slice(&t.postings);
+                }
             }
         }
         Ok(())
@@ -235,6 +255,7 @@ impl<'a> Cursor<'a> {
             if let Some(raw) = self.raw.take() {
                 postings::decode_into(h, raw.value(), &mut self.postings)?;
             }
+            // (A tail block has its postings already and no row.)
             self.decoded = true;
             *read += self.postings.len() as u64;
         }
@@ -537,7 +558,7 @@ mod tests {
         let mut per_doc: HashMap<u64, Vec<(usize, f64)>> = HashMap::new();
         let order = scoring_order(r, stats);
         for (j, t) in order.iter().enumerate() {
-            for p in postings::postings_of(&r.postings, &t.token).expect("test store") {
+            for p in r.postings_of(&t.token).expect("test store") {
                 let s = t.weight * term_score(t.idf, p.tf, p.len, avg);
                 assert!(s <= t.upper * (1.0 + TIE), "term bound below a posting");
                 per_doc.entry(p.docno).or_default().push((j, s));

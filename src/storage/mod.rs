@@ -15,6 +15,7 @@ mod query;
 mod reader;
 pub mod rebuild;
 pub mod schema;
+pub mod tail;
 mod writer;
 
 use std::path::Path;
@@ -30,7 +31,7 @@ pub use writer::Writer;
 
 use crate::Profile;
 use crate::error::{Error, Result};
-use schema::{META, SCHEMA_VERSION};
+use schema::{META, POSTING_TAIL, SCHEMA_VERSION};
 
 /// Meta keys.
 pub mod meta_keys {
@@ -55,6 +56,8 @@ pub mod meta_keys {
     /// Carried-through soul parts (`soul.json`, `dna.md`, `state.json`, manifest,
     /// trust chain, keys): a postcard record, see `formats::store_io`.
     pub const SOUL_EXTRAS: &str = "soul_extras";
+    /// Version of the postings tail (u64 LE, random; absent or 0: empty tail).
+    pub const TAIL_VERSION: &str = "posting_tail_version";
 }
 
 /// Corpus-wide counters kept incrementally.
@@ -78,6 +81,8 @@ pub struct Store {
     /// one; locked for the length of each write transaction (there is one at a
     /// time), emptied when a transaction fails.
     carry: parking_lot::Mutex<writer::Carry>,
+    /// The indexed postings tail of the latest version a reader has seen.
+    tails: tail::TailCache,
 }
 
 impl std::fmt::Debug for Store {
@@ -256,6 +261,13 @@ impl Store {
                 if upgrade {
                     // Schema 2 differs only in index tables: rebuild them.
                     rebuild::upgrade_from_2(&db, profile)?;
+                } else if found == 3 {
+                    // Schema 4 adds the postings tail, empty in a schema-3 store.
+                    let txn = db.begin_write()?;
+                    txn.open_table(POSTING_TAIL)?;
+                    txn.open_table(META)?
+                        .insert(meta_keys::SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice())?;
+                    txn.commit()?;
                 }
                 profile
             }
@@ -270,7 +282,12 @@ impl Store {
                 profile
             }
         };
-        Ok(Self { db, profile, carry: parking_lot::Mutex::new(writer::Carry::default()) })
+        Ok(Self {
+            db,
+            profile,
+            carry: parking_lot::Mutex::new(writer::Carry::default()),
+            tails: tail::TailCache::default(),
+        })
     }
 
     /// The profile the store was created with.
@@ -301,7 +318,7 @@ impl Store {
 
     /// A consistent read snapshot.
     pub fn read(&self) -> Result<Reader> {
-        Reader::open(self.db.begin_read()?, self.profile)
+        Reader::open(self.db.begin_read()?, self.profile, &self.tails)
     }
 
     /// redb's own integrity check (verifies checksums, repairs nothing on success).
@@ -366,5 +383,28 @@ mod tests {
         let seen = store.write(false, |w| Ok(w.self_model_mut()?.clone())).expect("write");
         assert_eq!(seen, SelfModel::default());
         assert_eq!(stored(&store), SelfModel::default());
+    }
+
+    #[test]
+    fn a_reader_keeps_its_tail_through_a_merge() {
+        use crate::model::{MemoryEntry, MemoryType};
+        let store = Store::in_memory(Profile::Default).expect("store");
+        let add = |text: &str| {
+            store
+                .write(false, |w| w.insert(MemoryEntry::new(MemoryType::Semantic, text.to_owned())))
+                .expect("insert")
+        };
+        let kept = add("kayaking in the fjords");
+        let before = store.read().expect("read");
+        assert_eq!(before.tail.docs(), 1);
+        let other = add("kayaking on the lake");
+        store.write(false, |w| w.remove(other)).expect("remove"); // merges the tail
+        let after = store.read().expect("read");
+        assert_eq!(after.tail.docs(), 0);
+        let docnos = |r: &Reader| -> Vec<u64> {
+            r.postings_of("kayak").expect("postings").iter().map(|p| p.docno).collect()
+        };
+        assert_eq!(docnos(&before), vec![kept], "the old snapshot reads its own tail");
+        assert_eq!(docnos(&after), vec![kept], "the new one reads the blocks");
     }
 }

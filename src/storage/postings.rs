@@ -204,6 +204,20 @@ pub struct Header {
     body: usize,
 }
 
+impl Header {
+    /// The header of postings held decoded in memory (the postings tail's).
+    #[must_use]
+    pub fn of_decoded(postings: &[Posting], impacts: Impacts) -> Option<Self> {
+        Some(Self {
+            first: postings.first()?.docno,
+            last: postings.last()?.docno,
+            count: postings.len(),
+            impacts,
+            body: 0,
+        })
+    }
+}
+
 /// Encodes sorted, non-empty `postings` as one block value.
 fn encode_block(postings: &[Posting]) -> Vec<u8> {
     let first = postings[0].docno;
@@ -307,6 +321,10 @@ pub struct Pending {
     terms: HashMap<String, TermOps>,
     /// Buffered changes, all terms together.
     ops: usize,
+    /// Buffered removals (a posting of a memory re-indexed or removed).
+    removes: usize,
+    /// The smallest docno buffered.
+    min_docno: Option<u64>,
 }
 
 impl Pending {
@@ -317,20 +335,68 @@ impl Pending {
         self.terms.get_mut(term).expect("inserted above")
     }
 
+    fn note(&mut self, docno: u64) {
+        self.ops += 1;
+        self.min_docno = Some(self.min_docno.map_or(docno, |m| m.min(docno)));
+    }
+
     /// Records that `docno` holds `term` (a new posting).
     pub fn add(&mut self, term: &str, docno: u64, tf: u32, len: u32) {
-        self.ops += 1;
+        self.note(docno);
         let t = self.term(term);
         t.ops.insert(docno, Some((tf, len)));
         t.df += 1;
     }
 
+    /// Records that `docno` held `term` *before* every change buffered so far (a
+    /// posting of the tail being merged): a later change of the same posting wins.
+    pub fn add_under(&mut self, term: &str, docno: u64, tf: u32, len: u32) {
+        self.note(docno);
+        let t = self.term(term);
+        t.ops.entry(docno).or_insert(Some((tf, len)));
+        t.df += 1;
+    }
+
     /// Records that `docno` no longer holds `term`.
     pub fn remove(&mut self, term: &str, docno: u64) {
-        self.ops += 1;
+        self.note(docno);
+        self.removes += 1;
         let t = self.term(term);
         t.ops.insert(docno, None);
         t.df -= 1;
+    }
+
+    /// Whether everything buffered is the postings of memories numbered
+    /// `first_new` or above, added once each (nothing removed or re-indexed).
+    #[must_use]
+    pub fn only_adds_from(&self, first_new: u64) -> bool {
+        self.removes == 0 && self.min_docno.is_none_or(|m| m >= first_new)
+    }
+
+    /// Takes the buffered postings grouped by memory, as tail rows (callers check
+    /// [`Pending::only_adds_from`] first: removals are dropped).
+    pub fn take_by_doc(&mut self) -> BTreeMap<u64, super::tail::TailDoc> {
+        let mut docs: BTreeMap<u64, super::tail::TailDoc> = BTreeMap::new();
+        for (term, ops) in self.terms.drain() {
+            for (docno, op) in ops.ops {
+                if let Some((tf, len)) = op {
+                    let d = docs.entry(docno).or_default();
+                    d.len = len;
+                    d.terms.push((term.clone(), tf));
+                }
+            }
+        }
+        for d in docs.values_mut() {
+            d.terms.sort_unstable();
+        }
+        self.clear_counts();
+        docs
+    }
+
+    fn clear_counts(&mut self) {
+        self.ops = 0;
+        self.removes = 0;
+        self.min_docno = None;
     }
 
     /// Changes buffered (each add or remove counts once).
@@ -345,38 +411,16 @@ impl Pending {
         self.ops == 0
     }
 
-    /// Whether changes to `term` wait to be applied.
-    #[must_use]
-    pub fn touches(&self, term: &str) -> bool {
-        self.terms.contains_key(term)
-    }
-
     /// Applies every buffered change, in term order, to the blocks and info rows.
     ///
     /// # Errors
     /// Storage errors; [`Error::Corrupted`] on a malformed block.
     pub fn apply(&mut self, blocks: &mut Table<'_, (Str, u64), Bytes>) -> Result<()> {
-        self.ops = 0;
+        self.clear_counts();
         let mut all: Vec<(String, TermOps)> = self.terms.drain().collect();
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         for (term, ops) in all {
             apply_term(blocks, &term, &ops)?;
-        }
-        Ok(())
-    }
-
-    /// Applies the buffered changes of `term` only.
-    ///
-    /// # Errors
-    /// As [`Pending::apply`].
-    pub fn apply_one(
-        &mut self,
-        blocks: &mut Table<'_, (Str, u64), Bytes>,
-        term: &str,
-    ) -> Result<()> {
-        if let Some(ops) = self.terms.remove(term) {
-            self.ops = self.ops.saturating_sub(ops.ops.len());
-            apply_term(blocks, term, &ops)?;
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! [`Reader`]: a consistent snapshot with every table open.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use redb::{ReadOnlyTable, ReadTransaction, TableHandle};
@@ -8,6 +9,7 @@ use redb::{ReadOnlyTable, ReadTransaction, TableHandle};
 use super::codec::decode;
 use super::docinfo::DocInfo;
 use super::schema::{self, *};
+use super::tail::{TailCache, TailIndex};
 use super::{CorpusStats, meta_keys, query};
 use crate::Profile;
 use crate::error::Result;
@@ -37,15 +39,28 @@ pub struct Reader {
     pub(crate) embeddings: Option<ReadOnlyTable<u64, Bytes>>,
     entry_tables: Mutex<HashMap<String, ReadOnlyTable<u64, Bytes>>>,
     stats: CorpusStats,
+    /// The postings tail of this snapshot, indexed (see [`super::tail`]).
+    pub(crate) tail: Arc<TailIndex>,
 }
 
 impl Reader {
-    pub(crate) fn open(txn: ReadTransaction, profile: Profile) -> Result<Self> {
+    pub(crate) fn open(txn: ReadTransaction, profile: Profile, tails: &TailCache) -> Result<Self> {
         let meta = txn.open_table(META)?;
         let stats = match meta.get(meta_keys::STATS)? {
             Some(v) => decode(v.value(), "corpus stats")?,
             None => CorpusStats::default(),
         };
+        let version = match meta.get(meta_keys::TAIL_VERSION)? {
+            Some(v) => u64::from_le_bytes(v.value().try_into().map_err(|_| {
+                crate::Error::Corrupted("postings tail version is not 8 bytes".into())
+            })?),
+            None => 0,
+        };
+        let tail = tails.get(version, || match txn.open_table(POSTING_TAIL) {
+            Ok(t) => TailIndex::load(&t),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(TailIndex::default()),
+            Err(e) => Err(e.into()),
+        })?;
         // Tables a fresh store has not created yet read as empty.
         Ok(Self {
             profile,
@@ -69,8 +84,21 @@ impl Reader {
             },
             entry_tables: Mutex::new(HashMap::new()),
             stats,
+            tail,
             txn,
         })
+    }
+
+    /// Every posting of `term` in this snapshot (blocks, then tail), ascending.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::Error::Corrupted`] on a malformed block.
+    pub fn postings_of(&self, term: &str) -> Result<Vec<super::postings::Posting>> {
+        let mut out = super::postings::postings_of(&self.postings, term)?;
+        if let Some(t) = self.tail.term(term) {
+            out.extend_from_slice(&t.postings);
+        }
+        Ok(out)
     }
 
     /// The store's profile.

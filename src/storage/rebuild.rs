@@ -43,6 +43,8 @@ fn delete_index_tables(txn: &WriteTransaction) -> Result<()> {
     txn.delete_table(USERS)?;
     txn.delete_table(IMPORTANCE)?;
     txn.delete_table(LAYER_ORDER)?;
+    txn.delete_table(POSTING_TAIL)?;
+    txn.open_table(META)?.remove(meta_keys::TAIL_VERSION)?;
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -32,6 +32,11 @@ pub const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("docs");
 /// document frequency and impacts); `storage::postings` has the encoding. (Schema 3;
 /// schema 2 kept one row per posting and a separate `terms` table.)
 pub const POSTINGS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("posting_blocks");
+
+/// `docno → TailDoc`: the postings of the newest memories (at most
+/// `storage::tail::TAIL_MAX_DOCS`), not yet merged into [`POSTINGS`]; every docno
+/// here is above every docno there (schema 4).
+pub const POSTING_TAIL: TableDefinition<u64, &[u8]> = TableDefinition::new("posting_tail");
 
 /// `docno → context text`: the conversation context a memory was written in (the
 /// preceding turns), indexed with it at half weight.

@@ -2,13 +2,13 @@
 
 use std::collections::HashMap;
 
-use redb::{ReadableTable, Table, WriteTransaction};
+use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use super::codec::{decode, decode_self_model, encode, encode_self_model};
 use super::docinfo::DocInfo;
 use super::keys::{IndexKeys, index_keys};
 use super::schema::{self, *};
-use super::{CorpusStats, meta_keys, postings, query};
+use super::{CorpusStats, meta_keys, postings, query, tail};
 use crate::Profile;
 use crate::error::{Error, Result};
 use crate::model::{MemoryEntry, SelfModel, time};
@@ -35,6 +35,14 @@ pub struct Writer<'t> {
     pub(crate) layer_order: Table<'t, (Str, u64), ()>,
     pub(crate) context: Table<'t, u64, Str>,
     pub(crate) embeddings: Table<'t, u64, Bytes>,
+    /// The postings of the newest memories, not yet in `postings` (see
+    /// [`super::tail`]).
+    tail: Table<'t, u64, Bytes>,
+    /// The first docno this transaction gives out: buffered postings of memories
+    /// from here on are new and may go to the tail.
+    first_new: u64,
+    /// Whether this transaction changed the tail (a new tail version is stored).
+    tail_changed: bool,
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
     pub(super) stats: CorpusStats,
     /// Posting and document-frequency changes not written yet: applied term by term
@@ -134,6 +142,9 @@ impl<'t> Writer<'t> {
             layer_order: txn.open_table(LAYER_ORDER)?,
             context: txn.open_table(CONTEXT)?,
             embeddings: txn.open_table(EMBEDDINGS)?,
+            tail: txn.open_table(POSTING_TAIL)?,
+            first_new: stats.next_docno,
+            tail_changed: false,
             entry_tables: HashMap::new(),
             stats,
             pending: postings::Pending::default(),
@@ -174,7 +185,26 @@ impl<'t> Writer<'t> {
     /// Writes buffered postings, the self-model (when changed) and the corpus
     /// statistics. Called before commit.
     pub(crate) fn flush(&mut self) -> Result<()> {
-        self.pending.apply(&mut self.postings)?;
+        if !self.pending.is_empty() {
+            // Memories numbered in this transaction (an upper bound of those with
+            // buffered postings).
+            let new_docs = self.stats.next_docno.saturating_sub(self.first_new);
+            if self.pending.only_adds_from(self.first_new)
+                && self.tail.len()? + new_docs <= tail::TAIL_MAX_DOCS
+            {
+                for (docno, doc) in self.pending.take_by_doc() {
+                    self.tail.insert(docno, encode(&doc)?.as_slice())?;
+                }
+                self.tail_changed = true;
+            } else {
+                self.apply_pending()?;
+            }
+        }
+        if self.tail_changed {
+            let version = if self.tail.len()? == 0 { 0 } else { tail::new_version() };
+            self.meta.insert(meta_keys::TAIL_VERSION, version.to_le_bytes().as_slice())?;
+            self.tail_changed = false;
+        }
         if self.self_model_dirty
             && let Some(model) = &self.self_model
         {
@@ -577,9 +607,26 @@ impl<'t> Writer<'t> {
     /// buffer; [`Writer::flush`] writes the rest.
     fn bound_pending(&mut self) -> Result<()> {
         if self.pending.len() >= PENDING_MAX {
-            self.pending.apply(&mut self.postings)?;
+            self.apply_pending()?;
         }
         Ok(())
+    }
+
+    /// Writes the buffered posting changes to the blocks, after the tail's
+    /// postings (merged first, so the blocks never hold a docno above the tail's).
+    fn apply_pending(&mut self) -> Result<()> {
+        if self.tail.len()? > 0 {
+            for row in self.tail.range::<u64>(..)? {
+                let (k, v) = row?;
+                let doc: tail::TailDoc = decode(v.value(), "postings tail")?;
+                for (term, tf) in &doc.terms {
+                    self.pending.add_under(term, k.value(), *tf, doc.len);
+                }
+            }
+            self.tail.retain(|_, _| false)?;
+            self.tail_changed = true;
+        }
+        self.pending.apply(&mut self.postings)
     }
 
     /// The self-model as of this point in the transaction, for update in place; it
@@ -687,8 +734,8 @@ impl<'t> Writer<'t> {
     /// # Errors
     /// Storage errors.
     pub fn term_docnos(&mut self, term: &str) -> Result<Vec<u64>> {
-        if self.pending.touches(term) {
-            self.pending.apply_one(&mut self.postings, term)?;
+        if !self.pending.is_empty() || self.tail.len()? > 0 {
+            self.apply_pending()?;
         }
         postings::docnos(&self.postings, term)
     }

@@ -1,0 +1,140 @@
+//! The postings tail (`storage::tail`): small transactions keep their memories'
+//! postings in the tail, recall finds them there, and the tail is merged into the
+//! blocks when it fills up or when anything else changes the postings.
+
+use soulmem::{Memory, MemoryEntry, MemoryType, RecallQuery};
+
+fn tail_rows(mem: &Memory) -> u64 {
+    mem.stats().expect("stats").index_rows.get("posting_tail").copied().unwrap_or(0)
+}
+
+fn block_rows(mem: &Memory) -> u64 {
+    mem.stats().expect("stats").index_rows.get("posting_blocks").copied().unwrap_or(0)
+}
+
+fn assert_consistent(mem: &Memory) {
+    let report = mem.check(|_| {}).expect("check");
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+/// A word only memory `i` holds (tokens keep letters only).
+fn word(i: usize) -> String {
+    let letters: String =
+        i.to_string().bytes().map(|b| char::from(b"abcdefghij"[usize::from(b - b'0')])).collect();
+    format!("zz{letters}")
+}
+
+fn entry(i: usize) -> MemoryEntry {
+    MemoryEntry::new(MemoryType::Semantic, format!("note about kayaking and {}", word(i)))
+}
+
+fn found(mem: &Memory, query: &str) -> Vec<String> {
+    mem.recall(&RecallQuery::new(query))
+        .expect("recall")
+        .memories
+        .into_iter()
+        .map(|m| m.id)
+        .collect()
+}
+
+#[test]
+fn single_adds_stay_in_the_tail_until_it_is_full() {
+    let mem = Memory::open_in_memory().expect("open");
+    let first = mem.add(entry(0)).expect("add");
+    assert_eq!(tail_rows(&mem), 1);
+    assert_eq!(block_rows(&mem), 0, "a single add writes no block");
+    assert_eq!(found(&mem, &word(0)), vec![first.clone()]);
+    assert_consistent(&mem);
+
+    let limit = soulmem::storage::tail::TAIL_MAX_DOCS as usize;
+    for i in 1..limit {
+        mem.add(entry(i)).expect("add");
+    }
+    assert_eq!(tail_rows(&mem), limit as u64);
+    assert_consistent(&mem);
+    // One more does not fit: the tail goes to the blocks with it.
+    let last = mem.add(entry(limit)).expect("add");
+    assert_eq!(tail_rows(&mem), 0);
+    assert!(block_rows(&mem) > 0);
+    assert_consistent(&mem);
+    assert_eq!(found(&mem, &word(0)), vec![first]);
+    assert_eq!(found(&mem, &word(limit)), vec![last]);
+    // The next single add starts a new tail above the blocks.
+    let next = mem.add(entry(limit + 1)).expect("add");
+    assert_eq!(tail_rows(&mem), 1);
+    assert_eq!(found(&mem, &word(limit + 1)), vec![next]);
+    assert_consistent(&mem);
+}
+
+#[test]
+fn a_removal_or_update_merges_the_tail_first() {
+    let mem = Memory::open_in_memory().expect("open");
+    let ids: Vec<String> = (0..5).map(|i| mem.add(entry(i)).expect("add")).collect();
+    assert_eq!(tail_rows(&mem), 5);
+    assert!(mem.remove(&ids[2]).expect("remove"));
+    assert_eq!(tail_rows(&mem), 0);
+    assert_consistent(&mem);
+    assert!(found(&mem, &word(2)).is_empty());
+    assert_eq!(found(&mem, &word(3)), vec![ids[3].clone()]);
+
+    let more = mem.add(entry(7)).expect("add");
+    assert_eq!(tail_rows(&mem), 1);
+    let mut e = mem.get(&more).expect("get").expect("stored");
+    e.content = "now about sailing".into();
+    mem.update(e).expect("update");
+    assert_eq!(tail_rows(&mem), 0);
+    assert_consistent(&mem);
+    assert_eq!(found(&mem, "sailing"), vec![more]);
+    assert!(found(&mem, &word(7)).is_empty());
+}
+
+#[test]
+fn the_tail_survives_reopening() {
+    let dir = std::env::temp_dir().join(format!("soulmem-tail-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("tail.redb");
+    let _ = std::fs::remove_file(&path);
+    let id = {
+        let mem = Memory::open(&path).expect("open");
+        mem.add(entry(3)).expect("add")
+    };
+    let mem = Memory::open(&path).expect("reopen");
+    assert_eq!(tail_rows(&mem), 1);
+    assert_eq!(found(&mem, &word(3)), vec![id]);
+    assert_consistent(&mem);
+    drop(mem);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_damaged_tail_row_is_a_clear_error_and_reindex_repairs_it() {
+    let dir = std::env::temp_dir().join(format!("soulmem-tail-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("tail.redb");
+    let _ = std::fs::remove_file(&path);
+    let id = {
+        let mem = Memory::open(&path).expect("open");
+        mem.add(entry(4)).expect("add")
+    };
+    {
+        let db = redb::Database::create(&path).expect("raw open");
+        let txn = db.begin_write().expect("txn");
+        {
+            let mut t: redb::Table<u64, &[u8]> =
+                txn.open_table(redb::TableDefinition::new("posting_tail")).expect("table");
+            t.insert(1_000_000, [1u8, 0xff, 0xff].as_slice()).expect("insert");
+            let mut meta: redb::Table<&str, &[u8]> =
+                txn.open_table(redb::TableDefinition::new("meta")).expect("meta");
+            meta.insert("posting_tail_version", 7u64.to_le_bytes().as_slice()).expect("version");
+        }
+        txn.commit().expect("commit");
+    }
+    let mem = Memory::open(&path).expect("reopen");
+    let err = mem.recall(&RecallQuery::new(word(4))).expect_err("a damaged tail is reported");
+    assert!(err.to_string().contains("postings tail"), "{err}");
+    mem.reindex(|_| {}).expect("reindex");
+    assert_eq!(found(&mem, &word(4)), vec![id]);
+    assert_consistent(&mem);
+    drop(mem);
+    let _ = std::fs::remove_dir_all(&dir);
+}
