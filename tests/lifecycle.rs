@@ -193,3 +193,28 @@ fn archive_old_memories_compresses_old_episodes() {
     // Archived episodes are not archived twice.
     assert!(mem.archive_old_memories(Duration::from_secs(3600)).expect("again").is_none());
 }
+
+/// A batch whose item fails half-way through is rolled back whole, and the
+/// analysis running ahead of its transaction stops (no hang, nothing stored).
+#[test]
+fn a_failing_observe_batch_stores_nothing_and_returns() {
+    let mem = Memory::open_in_memory().expect("open");
+    let mut items: Vec<(String, String, ObserveOptions)> = (0..400)
+        .map(|i| {
+            (
+                format!("My name is Person{i} and I love kayaking on lake {i}"),
+                "Great to hear!".to_owned(),
+                ObserveOptions::default(),
+            )
+        })
+        .collect();
+    items[40].2.domain = "not a valid name!".into();
+    let err = mem.observe_batch(&items).expect_err("bad domain");
+    assert!(err.to_string().contains("not a valid name!"), "{err}");
+    assert_eq!(mem.count().expect("count"), 0);
+    // The store still takes a good batch afterwards.
+    items[40].2.domain = "default".into();
+    let reports = mem.observe_batch(&items[..50]).expect("batch");
+    assert_eq!(reports.len(), 50);
+    assert!(mem.count().expect("count") > 0);
+}

@@ -44,8 +44,20 @@ pub const CONTEXT_UNITS: u32 = 1;
 /// half weight so a turn can be found by what it answers.
 #[must_use]
 pub fn index_keys(entry: &MemoryEntry, profile: Profile, context: Option<&str>) -> IndexKeys {
+    index_keys_with(entry, profile, context, None)
+}
+
+/// [`index_keys`] with the content's [`index_terms`] computed ahead (`content_terms`
+/// must be `index_terms(&entry.content)`).
+#[must_use]
+pub fn index_keys_with(
+    entry: &MemoryEntry,
+    profile: Profile,
+    context: Option<&str>,
+    content_terms: Option<Vec<String>>,
+) -> IndexKeys {
     let mut keys = IndexKeys::default();
-    for t in index_terms(&entry.content) {
+    for t in content_terms.unwrap_or_else(|| index_terms(&entry.content)) {
         *keys.tokens.entry(t).or_insert(0) += CONTENT_UNITS;
         keys.doc_len += CONTENT_UNITS;
     }

@@ -6,7 +6,7 @@ use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use super::codec::{decode, decode_self_model, encode, encode_self_model};
 use super::docinfo::DocInfo;
-use super::keys::{IndexKeys, index_keys};
+use super::keys::{IndexKeys, index_keys, index_keys_with};
 use super::schema::{self, *};
 use super::{CorpusStats, meta_keys, postings, query, tail};
 use crate::Profile;
@@ -300,8 +300,22 @@ impl<'t> Writer<'t> {
     /// at half weight). Returns its docno.
     pub fn insert_with_context(
         &mut self,
+        entry: MemoryEntry,
+        context: Option<&str>,
+    ) -> Result<u64> {
+        self.insert_indexed(entry, context, None)
+    }
+
+    /// [`Writer::insert_with_context`] with the index terms of `content` computed
+    /// ahead: used when the entry's (normalized) content is `content`.
+    ///
+    /// # Errors
+    /// As [`Writer::insert_with_context`].
+    pub(crate) fn insert_indexed(
+        &mut self,
         mut entry: MemoryEntry,
         context: Option<&str>,
+        terms: Option<(&str, Vec<String>)>,
     ) -> Result<u64> {
         entry.normalize();
         entry.validate().map_err(Error::InvalidMemory)?;
@@ -321,7 +335,8 @@ impl<'t> Writer<'t> {
         if let Some(c) = context {
             self.context.insert(docno, c)?;
         }
-        let keys = index_keys(&entry, self.profile, context);
+        let terms = terms.filter(|(content, _)| *content == entry.content).map(|(_, t)| t);
+        let keys = index_keys_with(&entry, self.profile, context, terms);
         self.add_rows(docno, &entry, &keys)?;
         let record = encode(&entry)?;
         self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;

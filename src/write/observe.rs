@@ -339,6 +339,7 @@ fn remember_turn(
     w.meta_put(&context_key(cx.user_id.as_deref(), &cx.domain), &crate::storage::encode(&turns)?)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn store_episode(
     w: &mut Writer<'_>,
     cx: &Ctx,
@@ -347,8 +348,10 @@ fn store_episode(
     somatic: &SomaticMarker,
     sig: &significance::Significance,
     context: Option<&str>,
+    terms: Option<Vec<String>>,
 ) -> Result<String> {
-    let mut e = MemoryEntry::new(MemoryType::Episodic, significance::episodic_content(user, agent));
+    let content = significance::episodic_content(user, agent);
+    let mut e = MemoryEntry::new(MemoryType::Episodic, content.clone());
     e.importance = significance::episodic_importance(somatic);
     e.emotion = Some(somatic.label.clone());
     e.created_at = cx.now;
@@ -359,7 +362,7 @@ fn store_episode(
     e.salience = significance::episodic_salience(&sig.score);
     e.user_id.clone_from(&cx.user_id);
     e.domain.clone_from(&cx.domain);
-    let docno = w.insert_with_context(e, context)?;
+    let docno = w.insert_indexed(e, context, terms.map(|t| (content.as_str(), t)))?;
     Ok(w.docinfo(docno)?.map(|i| i.id).unwrap_or_default())
 }
 
@@ -373,14 +376,30 @@ pub(crate) struct Analysis {
     /// Extracted ahead only in batches (a single observe extracts entities only
     /// when the exchange gets deep processing).
     entities: Option<entities::ExtractedEntities>,
+    /// What significance reads of the exchange alone.
+    signals: significance::ExchangeSignals,
+    /// The exchange's tokens for the self-model.
+    tokens: Vec<String>,
+    /// The index terms of the episode the exchange may become (batches only).
+    episode_terms: Option<Vec<String>>,
 }
 
 impl Analysis {
-    pub(crate) fn of(user: &str, agent: &str, profile: Profile, with_entities: bool) -> Self {
+    pub(crate) fn of(
+        user: &str,
+        agent: &str,
+        profile: Profile,
+        core_values: &[String],
+        batch: bool,
+    ) -> Self {
         Self {
             somatic: sentiment::observe_sentiment(user, agent),
             facts: facts::extract_facts(user, agent, profile),
-            entities: with_entities.then(|| entities::extract_entities(user, agent, profile)),
+            entities: batch.then(|| entities::extract_entities(user, agent, profile)),
+            signals: significance::ExchangeSignals::of(user, agent, core_values),
+            tokens: self_model::exchange_tokens(user, agent),
+            episode_terms: batch
+                .then(|| crate::text::index_terms(&significance::episodic_content(user, agent))),
         }
     }
 }
@@ -409,8 +428,15 @@ fn observe_analysed(
     lifecycle::check_text(user)?;
     lifecycle::check_text(agent)?;
     let profile = w.profile();
-    let Analysis { somatic, facts: extracted, entities: extracted_entities } =
-        analysis.unwrap_or_else(|| Analysis::of(user, agent, profile, false));
+    let Analysis {
+        somatic,
+        facts: extracted,
+        entities: extracted_entities,
+        signals,
+        tokens,
+        episode_terms,
+    } = analysis
+        .unwrap_or_else(|| Analysis::of(user, agent, profile, &settings.core_values, false));
     let reference = profile.is_reference();
     let cx = Ctx { now, user_id: opts.user_id.clone(), domain: opts.domain.clone() };
     schema::validate_name("domain", &cx.domain)?;
@@ -418,7 +444,7 @@ fn observe_analysed(
     // 1-2. Sentiment (above) and significance.
     let recent = recent_episodes(w)?;
     let recent_refs: Vec<&BTreeSet<String>> = recent.iter().map(|s| s.as_ref()).collect();
-    let sig = significance::assess_with(user, agent, &somatic, &settings.core_values, &recent_refs);
+    let sig = significance::assess_signals(&signals, &somatic, &recent_refs);
     let mut significant = sig.is_significant;
 
     // 3. Episodic memory, indexed with the conversation it happened in (default).
@@ -426,7 +452,16 @@ fn observe_analysed(
     let context = conversation_context(&turns, time::to_micros(&now));
     let mut episodic_id = None;
     if significant {
-        episodic_id = Some(store_episode(w, &cx, user, agent, &somatic, &sig, context.as_deref())?);
+        episodic_id = Some(store_episode(
+            w,
+            &cx,
+            user,
+            agent,
+            &somatic,
+            &sig,
+            context.as_deref(),
+            episode_terms.clone(),
+        )?);
     }
 
     // 4. Facts: extract, pre-filter, stamp.
@@ -586,7 +621,16 @@ fn observe_analysed(
     // 4b. Promotion.
     if !significant && !stored.is_empty() {
         significant = true;
-        episodic_id = Some(store_episode(w, &cx, user, agent, &somatic, &sig, context.as_deref())?);
+        episodic_id = Some(store_episode(
+            w,
+            &cx,
+            user,
+            agent,
+            &somatic,
+            &sig,
+            context.as_deref(),
+            episode_terms.clone(),
+        )?);
     }
 
     // 4c. Contradictions of the stored facts.
@@ -715,7 +759,7 @@ fn observe_analysed(
     // 6. Self-model, under the same condition as the entities.
     if !skip_deep {
         let contents: Vec<&str> = stored.iter().map(|(_, f)| f.content.as_str()).collect();
-        self_model::update_stored(w, user, agent, &contents, cx.user_id.as_deref())?;
+        self_model::update_stored(w, &tokens, &contents, cx.user_id.as_deref())?;
     }
 
     if !reference {
@@ -735,6 +779,9 @@ fn observe_analysed(
         superseded,
     })
 }
+
+/// Exchanges analysed per chunk ahead of a batch's write transaction.
+const ANALYSIS_CHUNK: usize = 32;
 
 impl Memory {
     /// Observes one exchange (a user turn and the agent's reply) through the whole
@@ -772,15 +819,36 @@ impl Memory {
             lifecycle::check_text(u)?;
             lifecycle::check_text(a)?;
         }
-        let analyses: Vec<Analysis> = self.install(|| {
-            items.par_iter().map(|(u, a, _)| Analysis::of(u, a, profile, true)).collect()
-        });
-        self.write(|w| {
-            items
-                .iter()
-                .zip(analyses)
-                .map(|((u, a, o), an)| observe_analysed(w, settings, now, u, a, o, Some(an)))
-                .collect()
+        // Analysis runs ahead of the write transaction, in chunks computed in
+        // parallel and handed over in order, so the two overlap.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Analysis>>(4);
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                for chunk in items.chunks(ANALYSIS_CHUNK) {
+                    let done: Vec<Analysis> = self.install(|| {
+                        chunk
+                            .par_iter()
+                            .map(|(u, a, _)| {
+                                Analysis::of(u, a, profile, &settings.core_values, true)
+                            })
+                            .collect()
+                    });
+                    if tx.send(done).is_err() {
+                        return; // the transaction failed
+                    }
+                }
+            });
+            // The receiver moves into the transaction: when it ends (even early,
+            // on an error) the producer's next send fails and it stops.
+            self.write(move |w| {
+                let mut reports = Vec::with_capacity(items.len());
+                let mut analysed = rx.into_iter().flatten();
+                for (u, a, o) in items {
+                    let an = analysed.next();
+                    reports.push(observe_analysed(w, settings, now, u, a, o, an)?);
+                }
+                Ok(reports)
+            })
         })
     }
 }

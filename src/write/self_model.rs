@@ -110,13 +110,20 @@ struct Keywords {
     py: Option<PyStrSet>,
 }
 
-fn keywords(user: &str, agent: &str, facts: &[&str], profile: Profile) -> Keywords {
-    let combined = format!("{user} {agent}");
+/// The tokens (three letters or more) of an exchange, in text order: the part of
+/// its keywords that does not depend on the facts stored (computed ahead for a
+/// batch).
+#[must_use]
+pub fn exchange_tokens(user: &str, agent: &str) -> Vec<String> {
+    tokenize_list(&format!("{user} {agent}"), 3)
+}
+
+fn keywords(exchange: &[String], facts: &[&str], profile: Profile) -> Keywords {
     if profile.is_reference() {
         // tokenize(): a set comprehension; then `|=` each fact's token set.
         let mut tokens = PyStrSet::new();
-        for w in tokenize_list(&combined, 3) {
-            tokens.add(&w);
+        for w in exchange {
+            tokens.add(w);
         }
         for fact in facts {
             let mut t = PyStrSet::new();
@@ -152,7 +159,7 @@ fn keywords(user: &str, agent: &str, facts: &[&str], profile: Profile) -> Keywor
         };
         Keywords { order, py: Some(py) }
     } else {
-        let mut all: BTreeSet<String> = tokenize_list(&combined, 3).into_iter().collect();
+        let mut all: BTreeSet<String> = exchange.iter().cloned().collect();
         for fact in facts {
             all.extend(tokenize_list(fact, 3));
         }
@@ -215,7 +222,18 @@ pub fn update(
     user_id: Option<&str>,
     profile: Profile,
 ) {
-    let kw = keywords(user, agent, facts, profile);
+    update_with(model, &exchange_tokens(user, agent), facts, user_id, profile);
+}
+
+/// [`update`] with the exchange given as its [`exchange_tokens`].
+pub fn update_with(
+    model: &mut SelfModel,
+    exchange: &[String],
+    facts: &[&str],
+    user_id: Option<&str>,
+    profile: Profile,
+) {
+    let kw = keywords(exchange, facts, profile);
 
     // The first domain with the most matches.
     let mut best: Option<(&String, usize)> = None;
@@ -319,13 +337,12 @@ fn default_note(model: &mut SelfModel, fact: &str, user_id: Option<&str>) {
 /// Observe step 6: loads, updates and stores the self-model.
 pub(crate) fn update_stored(
     w: &mut Writer<'_>,
-    user: &str,
-    agent: &str,
+    exchange: &[String],
     facts: &[&str],
     user_id: Option<&str>,
 ) -> Result<()> {
     let profile = w.profile();
-    update(w.self_model_mut()?, user, agent, facts, user_id, profile);
+    update_with(w.self_model_mut()?, exchange, facts, user_id, profile);
     Ok(())
 }
 

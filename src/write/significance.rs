@@ -239,26 +239,66 @@ fn dimensions(
     core_values: &[String],
     recent: &[&BTreeSet<String>],
 ) -> (SignificanceScore, usize) {
-    let combined = combined_text(user_input, agent_output);
-    let combined_tokens = tokenize(&combined);
+    dimensions_of(&ExchangeSignals::of(user_input, agent_output, core_values), somatic, recent)
+}
+
+/// What the significance gate reads of an exchange alone, without the store
+/// (its tokens, goal relevance and richness): a batch computes it for every
+/// exchange in parallel before its write transaction.
+#[derive(Debug, Clone)]
+pub struct ExchangeSignals {
+    combined_tokens: BTreeSet<String>,
+    goal_relevance: f64,
+    richness: f64,
+}
+
+impl ExchangeSignals {
+    /// The signals of one exchange, with the soul's core values.
+    #[must_use]
+    pub fn of(user_input: &str, agent_output: &str, core_values: &[String]) -> Self {
+        let combined = combined_text(user_input, agent_output);
+        let goal_relevance = if core_values.is_empty() {
+            0.0
+        } else {
+            relevance_score(&combined, &core_values.join(" "))
+        };
+        Self {
+            combined_tokens: tokenize(&combined),
+            goal_relevance,
+            richness: content_richness(&combined),
+        }
+    }
+}
+
+/// [`assess_with`] from precomputed [`ExchangeSignals`].
+#[must_use]
+pub fn assess_signals(
+    signals: &ExchangeSignals,
+    somatic: &SomaticMarker,
+    recent: &[&BTreeSet<String>],
+) -> Significance {
+    significance_of(dimensions_of(signals, somatic, recent))
+}
+
+fn dimensions_of(
+    signals: &ExchangeSignals,
+    somatic: &SomaticMarker,
+    recent: &[&BTreeSet<String>],
+) -> (SignificanceScore, usize) {
+    let ExchangeSignals { combined_tokens, goal_relevance, richness } = signals;
+    let (goal_relevance, richness) = (*goal_relevance, *richness);
     let mut novelty = if recent.is_empty() {
         1.0
     } else {
         let mut sum = 0.0;
         for c in recent {
-            sum += relevance_of_sets(&combined_tokens, c);
+            sum += relevance_of_sets(combined_tokens, c);
         }
         1.0 - sum / recent.len() as f64
     };
     let emotional_intensity = (somatic.arousal * 0.5 + somatic.valence.abs() * 0.3).min(1.0);
-    let goal_relevance = if core_values.is_empty() {
-        0.0
-    } else {
-        relevance_score(&combined, &core_values.join(" "))
-    };
     let length_bonus = (combined_tokens.len() as f64 * 0.01).min(0.2);
     novelty = (novelty + length_bonus).min(1.0);
-    let richness = content_richness(&combined);
     let score = SignificanceScore {
         novelty: py_round(novelty, 3),
         emotional_intensity: py_round(emotional_intensity, 3),
@@ -304,7 +344,10 @@ pub fn assess_with(
     core_values: &[String],
     recent: &[&BTreeSet<String>],
 ) -> Significance {
-    let (score, token_count) = dimensions(user_input, agent_output, somatic, core_values, recent);
+    significance_of(dimensions(user_input, agent_output, somatic, core_values, recent))
+}
+
+fn significance_of((score, token_count): (SignificanceScore, usize)) -> Significance {
     let overall = overall_significance(&score, token_count);
     let penalty = if token_count < SHORT_TEXT_TOKENS { SHORT_TEXT_PENALTY } else { 0.0 };
     Significance {
