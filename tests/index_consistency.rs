@@ -2,6 +2,7 @@
 //! index is compared with a brute-force derivation from the entries.
 
 use proptest::prelude::*;
+use redb::ReadableDatabase;
 use soulmem::{Memory, MemoryEntry, MemoryType, Profile, Visibility};
 
 #[derive(Debug, Clone)]
@@ -150,7 +151,7 @@ fn a_reader_keeps_its_snapshot_while_a_writer_commits() {
 }
 
 /// A schema-2 store (same entry tables, one row per posting in `postings`, plain
-/// document frequencies in `terms`) opens as schema 3: its indexes are rebuilt in
+/// document frequencies in `terms`) opens as schema 4: its indexes are rebuilt in
 /// place and everything reads as before.
 #[test]
 fn schema_2_stores_are_upgraded_on_open() {
@@ -194,7 +195,7 @@ fn schema_2_stores_are_upgraded_on_open() {
     let hits = mem.recall(&soulmem::RecallQuery::new("where does the user live")).expect("recall");
     assert!(hits.memories.iter().any(|m| m.content.contains("Paris")), "{:?}", hits.memories);
     drop(mem);
-    // Reopening finds schema 3 and touches nothing.
+    // Reopening finds the current schema and touches nothing.
     let mem = Memory::open(&path).expect("reopen");
     assert!(mem.check(|_| {}).expect("check").is_ok());
 
@@ -212,4 +213,53 @@ fn schema_2_stores_are_upgraded_on_open() {
     }
     let err = Memory::open(&path).expect_err("schema 1");
     assert!(err.to_string().contains("no upgrade path"), "{err}");
+}
+
+/// A schema-3 store (block postings, no postings tail) opens as schema 4 with an
+/// empty tail, and the next small write starts one.
+#[test]
+fn schema_3_stores_are_upgraded_on_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v3.redb");
+    {
+        let mem = Memory::open(&path).expect("open");
+        let entries: Vec<MemoryEntry> =
+            TEXTS.iter().map(|t| MemoryEntry::new(MemoryType::Semantic, *t)).collect();
+        mem.add_batch(entries).expect("add");
+        mem.reindex(|_| {}).expect("reindex"); // everything in blocks, as schema 3 kept it
+    }
+    let schema = |db: &redb::Database| -> u32 {
+        let txn = db.begin_read().expect("txn");
+        let meta: redb::ReadOnlyTable<&str, &[u8]> =
+            txn.open_table(redb::TableDefinition::new("meta")).expect("meta");
+        let v = meta.get("schema_version").expect("get").expect("schema row");
+        u32::from_le_bytes(v.value().try_into().expect("4 bytes"))
+    };
+    {
+        let db = redb::Database::create(&path).expect("db");
+        let txn = db.begin_write().expect("txn");
+        {
+            let tail: redb::TableDefinition<u64, &[u8]> =
+                redb::TableDefinition::new("posting_tail");
+            txn.delete_table(tail).expect("drop tail");
+            let mut meta: redb::Table<&str, &[u8]> =
+                txn.open_table(redb::TableDefinition::new("meta")).expect("meta");
+            meta.remove("posting_tail_version").expect("version");
+            meta.insert("schema_version", 3u32.to_le_bytes().as_slice()).expect("schema");
+        }
+        txn.commit().expect("commit");
+        assert_eq!(schema(&db), 3);
+    }
+    {
+        let mem = Memory::open(&path).expect("upgraded");
+        assert!(mem.check(|_| {}).expect("check").is_ok());
+        let hits =
+            mem.recall(&soulmem::RecallQuery::new("where does the user live")).expect("recall");
+        assert!(hits.memories.iter().any(|m| m.content.contains("Paris")), "{:?}", hits.memories);
+        mem.add(MemoryEntry::new(MemoryType::Semantic, "User lives in Oslo")).expect("add");
+        assert_eq!(mem.stats().expect("stats").index_rows["posting_tail"], 1);
+        assert!(mem.check(|_| {}).expect("check").is_ok());
+    }
+    let db = redb::Database::create(&path).expect("db");
+    assert_eq!(schema(&db), 4);
 }
