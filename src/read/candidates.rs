@@ -120,7 +120,8 @@ pub fn term_stats(r: &Reader, terms: &[Term]) -> Result<Vec<TermStat>> {
         // Blocks and tail together (see `storage::tail`).
         let info = postings::term_info(&r.postings, &t.token)?;
         let tail = r.tail.term(&t.token);
-        let df = info.as_ref().map_or(0, |i| i.df) + tail.map_or(0, |t| t.postings.len() as u64);
+        let df = info.as_ref().map_or(0, |i| i.df)
+            + tail.as_ref().map_or(0, |t| t.postings.len() as u64);
         if df == 0 {
             continue;
         }
@@ -159,7 +160,7 @@ type BlockRows<'a> = Range<'a, (&'static str, u64), &'static [u8]>;
 /// postings come as one last block.
 struct Cursor<'a> {
     rows: BlockRows<'a>,
-    tail: Option<&'a TailTerm>,
+    tail: Option<TailTerm>,
     /// The current block's row value, kept until it is decoded.
     raw: Option<AccessGuard<'a, &'static [u8]>>,
     /// The current block's header; `None` once the term is exhausted.

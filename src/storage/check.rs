@@ -211,7 +211,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     // The postings tail: above every block, counted in its terms' frequencies.
     let block_max = block_impacts.values().filter_map(|s| s.last().map(|b| b.1)).max();
     let mut tail_df: BTreeMap<String, u64> = BTreeMap::new();
-    for (t, tt) in r.tail.terms() {
+    for (t, tt) in &r.tail.terms() {
         rows += tt.postings.len() as u64;
         for q in &tt.postings {
             if block_max.is_some_and(|m| q.docno <= m) {

@@ -91,17 +91,19 @@ impl Store {
         if clear {
             clear_all(&txn, self.profile)?;
         }
-        let (out, next) = {
+        let (out, next, (version, change)) = {
             let mut w = Writer::open(&txn, self.profile)?;
             if !clear {
                 w.resume(kept);
             }
             let out = f(&mut w)?;
             w.flush()?;
-            (out, w.into_carry())
+            let change = w.take_tail_change();
+            (out, w.into_carry(), change)
         };
         txn.commit()?;
         *carry = next;
+        self.tails.committed(version, &change);
         Ok(out)
     }
 

@@ -19,8 +19,10 @@
 //!
 //! Readers index the tail in memory once per tail version: every change to the
 //! tail stores a new random version number in the meta table, and the store
-//! keeps the index of the latest version it has seen ([`TailCache`]); a reader
-//! whose snapshot has another version indexes its own.
+//! keeps the index of the latest version ([`TailCache`]). A commit that appends
+//! to the tail extends the cached index by a segment of its own rows, so a recall
+//! after an observe does not index the tail again; a reader whose snapshot has
+//! another version indexes its own.
 //!
 //! [`POSTING_TAIL`]: super::schema::POSTING_TAIL
 
@@ -47,7 +49,7 @@ pub struct TailDoc {
 }
 
 /// A term's postings in the tail.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct TailTerm {
     /// Ascending by docno.
     pub postings: Vec<Posting>,
@@ -55,10 +57,33 @@ pub struct TailTerm {
     pub impacts: Impacts,
 }
 
-/// The tail of one snapshot, indexed by term.
+/// The index of the tail rows one commit (or one load) added.
 #[derive(Debug, Default)]
-pub struct TailIndex {
+struct Segment {
     terms: HashMap<String, TailTerm>,
+    docs: u64,
+}
+
+impl Segment {
+    fn add(&mut self, docno: u64, doc: &TailDoc) {
+        self.docs += 1;
+        for (term, tf) in &doc.terms {
+            let t = self.terms.entry(term.clone()).or_default();
+            t.postings.push(Posting { docno, tf: *tf, len: doc.len });
+            t.impacts.add(*tf, doc.len);
+        }
+    }
+}
+
+/// Segments an index holds before a commit merges them into one.
+const MAX_SEGMENTS: usize = 8;
+
+/// The tail of one snapshot, indexed by term: segments in docno order, shared
+/// between versions (a commit that appends to the tail adds a segment to the
+/// previous version's index instead of indexing the whole tail again).
+#[derive(Debug, Default, Clone)]
+pub struct TailIndex {
+    segments: Vec<Arc<Segment>>,
     docs: u64,
 }
 
@@ -68,34 +93,71 @@ impl TailIndex {
     /// # Errors
     /// Storage errors; [`crate::Error::Corrupted`] on an undecodable row.
     pub fn load(table: &impl ReadableTable<u64, &'static [u8]>) -> Result<Self> {
-        let mut out = Self::default();
+        let mut seg = Segment::default();
         for row in table.range::<u64>(..)? {
             let (k, v) = row?;
             let doc: TailDoc = super::decode(v.value(), "postings tail")?;
-            out.add(k.value(), &doc);
+            seg.add(k.value(), &doc);
         }
-        Ok(out)
+        Ok(Self::default().with(seg))
     }
 
-    /// Adds the postings of `doc` at `docno` (above every docno added before).
-    pub fn add(&mut self, docno: u64, doc: &TailDoc) {
-        self.docs += 1;
-        for (term, tf) in &doc.terms {
-            let t = self.terms.entry(term.clone()).or_default();
-            t.postings.push(Posting { docno, tf: *tf, len: doc.len });
-            t.impacts.add(*tf, doc.len);
-        }
-    }
-
-    /// `term`'s tail postings.
+    /// This index with `docs` (above every docno it holds) added.
     #[must_use]
-    pub fn term(&self, term: &str) -> Option<&TailTerm> {
-        self.terms.get(term)
+    pub fn appended<'d>(&self, docs: impl IntoIterator<Item = (u64, &'d TailDoc)>) -> Self {
+        let mut seg = Segment::default();
+        for (d, doc) in docs {
+            seg.add(d, doc);
+        }
+        if self.segments.len() >= MAX_SEGMENTS {
+            // Merge: one segment holding everything, in docno order.
+            let mut all = Segment::default();
+            for s in self.segments.iter().map(Arc::as_ref).chain([&seg]) {
+                all.docs += s.docs;
+                for (term, t) in &s.terms {
+                    let m = all.terms.entry(term.clone()).or_default();
+                    m.postings.extend_from_slice(&t.postings);
+                    m.impacts.merge(&t.impacts);
+                }
+            }
+            return Self::default().with(all);
+        }
+        self.clone().with(seg)
     }
 
-    /// Every term with tail postings.
-    pub fn terms(&self) -> impl Iterator<Item = (&str, &TailTerm)> {
-        self.terms.iter().map(|(k, v)| (k.as_str(), v))
+    fn with(mut self, seg: Segment) -> Self {
+        if seg.docs > 0 {
+            self.docs += seg.docs;
+            self.segments.push(Arc::new(seg));
+        }
+        self
+    }
+
+    /// `term`'s tail postings (gathered from the segments).
+    #[must_use]
+    pub fn term(&self, term: &str) -> Option<TailTerm> {
+        let mut out: Option<TailTerm> = None;
+        for seg in &self.segments {
+            if let Some(t) = seg.terms.get(term) {
+                match &mut out {
+                    None => out = Some(t.clone()),
+                    Some(o) => {
+                        o.postings.extend_from_slice(&t.postings);
+                        o.impacts.merge(&t.impacts);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every term with tail postings, with them.
+    #[must_use]
+    pub fn terms(&self) -> Vec<(String, TailTerm)> {
+        let mut names: Vec<&String> = self.segments.iter().flat_map(|s| s.terms.keys()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names.into_iter().filter_map(|n| Some((n.clone(), self.term(n)?))).collect()
     }
 
     /// Memories in the tail.
@@ -105,7 +167,28 @@ impl TailIndex {
     }
 }
 
-/// The tail index of the latest tail version a reader has loaded.
+/// What a committed transaction did to the tail, for [`TailCache::committed`].
+#[derive(Debug, Default)]
+pub enum TailChange {
+    /// Nothing.
+    #[default]
+    Unchanged,
+    /// Rows added to the tail of version `prev`.
+    Appended {
+        /// The version the transaction started from.
+        prev: u64,
+        /// The rows added.
+        docs: Vec<(u64, TailDoc)>,
+    },
+    /// The tail was merged into the blocks; then these rows (if any) started a
+    /// new one.
+    Replaced {
+        /// The rows of the new tail.
+        docs: Vec<(u64, TailDoc)>,
+    },
+}
+
+/// The tail index of the latest tail version a reader or writer has seen.
 #[derive(Debug, Default)]
 pub struct TailCache(parking_lot::Mutex<Option<(u64, Arc<TailIndex>)>>);
 
@@ -132,6 +215,24 @@ impl TailCache {
         *self.0.lock() = Some((version, index.clone()));
         Ok(index)
     }
+
+    /// Brings the cache to `version` after a commit made `change`, without
+    /// reading the table (when the cache held the version the commit started
+    /// from, or the tail was replaced).
+    pub fn committed(&self, version: u64, change: &TailChange) {
+        let mut cache = self.0.lock();
+        let next = match change {
+            TailChange::Unchanged => return,
+            TailChange::Appended { prev, docs } => match &*cache {
+                Some((v, index)) if v == prev => index.appended(docs.iter().map(|(d, x)| (*d, x))),
+                _ => return,
+            },
+            TailChange::Replaced { docs } => {
+                TailIndex::default().appended(docs.iter().map(|(d, x)| (*d, x)))
+            }
+        };
+        *cache = (version != 0).then(|| (version, Arc::new(next)));
+    }
 }
 
 /// A new tail version number (never 0).
@@ -142,5 +243,58 @@ pub fn new_version() -> u64 {
         if v != 0 {
             return v;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(i: u64) -> TailDoc {
+        let words = ["kayak", "lake", "oslo", "rust", "tea"];
+        let mut terms: Vec<(String, u32)> = words
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| (i + *j as u64) % 3 != 0)
+            .map(|(j, w)| ((*w).to_owned(), 1 + ((i + j as u64) % 4) as u32))
+            .collect();
+        terms.sort();
+        TailDoc { len: 10 + (i % 7) as u32, terms }
+    }
+
+    /// An index extended commit by commit (merging its segments on the way)
+    /// equals the index of all the rows at once, and the cache follows commits.
+    #[test]
+    fn appending_matches_indexing_everything() {
+        let docs: Vec<(u64, TailDoc)> = (100..160).map(|i| (i, doc(i))).collect();
+        let mut whole = Segment::default();
+        for (d, x) in &docs {
+            whole.add(*d, x);
+        }
+        let whole = TailIndex::default().with(whole);
+
+        let cache = TailCache::default();
+        let mut version = 0;
+        let mut grown = TailIndex::default();
+        for (n, chunk) in docs.chunks(3).enumerate() {
+            grown = grown.appended(chunk.iter().map(|(d, x)| (*d, x)));
+            assert!(grown.segments.len() <= MAX_SEGMENTS);
+            let next = n as u64 + 1;
+            let change = if n == 0 {
+                TailChange::Replaced { docs: chunk.to_vec() }
+            } else {
+                TailChange::Appended { prev: version, docs: chunk.to_vec() }
+            };
+            cache.committed(next, &change);
+            version = next;
+        }
+        assert_eq!(grown.docs(), 60);
+        assert_eq!(grown.terms(), whole.terms());
+        let cached = cache.get(version, || panic!("the cache follows the commits")).expect("get");
+        assert_eq!(cached.terms(), whole.terms());
+        // A commit from a version the cache does not hold leaves it to the readers.
+        cache.committed(99, &TailChange::Appended { prev: 12345, docs: vec![(500, doc(500))] });
+        let loaded = cache.get(99, || Ok(TailIndex::default())).expect("get");
+        assert_eq!(loaded.docs(), 0, "loaded by the reader, not guessed");
     }
 }

@@ -43,6 +43,12 @@ pub struct Writer<'t> {
     first_new: u64,
     /// Whether this transaction changed the tail (a new tail version is stored).
     tail_changed: bool,
+    /// Whether it merged the tail into the blocks.
+    tail_emptied: bool,
+    /// The tail rows it wrote (since the last merge).
+    tail_added: Vec<(u64, tail::TailDoc)>,
+    /// What it did to the tail, once flushed: the new version and the change.
+    tail_done: (u64, tail::TailChange),
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
     pub(super) stats: CorpusStats,
     /// Posting and document-frequency changes not written yet: applied term by term
@@ -145,6 +151,9 @@ impl<'t> Writer<'t> {
             tail: txn.open_table(POSTING_TAIL)?,
             first_new: stats.next_docno,
             tail_changed: false,
+            tail_emptied: false,
+            tail_added: Vec::new(),
+            tail_done: (0, tail::TailChange::Unchanged),
             entry_tables: HashMap::new(),
             stats,
             pending: postings::Pending::default(),
@@ -162,6 +171,12 @@ impl<'t> Writer<'t> {
         self.self_model = carry.self_model;
         self.newest_episodes = carry.newest_episodes;
         self.token_sets = carry.token_sets;
+    }
+
+    /// What the flushed transaction did to the postings tail: the version it
+    /// stored and the change (for the store's [`tail::TailCache`]).
+    pub(crate) fn take_tail_change(&mut self) -> (u64, tail::TailChange) {
+        std::mem::take(&mut self.tail_done)
     }
 
     /// What the next transaction may start from, once this one has committed
@@ -194,6 +209,7 @@ impl<'t> Writer<'t> {
             {
                 for (docno, doc) in self.pending.take_by_doc() {
                     self.tail.insert(docno, encode(&doc)?.as_slice())?;
+                    self.tail_added.push((docno, doc));
                 }
                 self.tail_changed = true;
             } else {
@@ -201,8 +217,19 @@ impl<'t> Writer<'t> {
             }
         }
         if self.tail_changed {
+            let prev = match self.meta.get(meta_keys::TAIL_VERSION)? {
+                Some(v) => v.value().try_into().map_or(0, u64::from_le_bytes),
+                None => 0,
+            };
             let version = if self.tail.len()? == 0 { 0 } else { tail::new_version() };
             self.meta.insert(meta_keys::TAIL_VERSION, version.to_le_bytes().as_slice())?;
+            let docs = std::mem::take(&mut self.tail_added);
+            let change = if std::mem::take(&mut self.tail_emptied) {
+                tail::TailChange::Replaced { docs }
+            } else {
+                tail::TailChange::Appended { prev, docs }
+            };
+            self.tail_done = (version, change);
             self.tail_changed = false;
         }
         if self.self_model_dirty
@@ -640,6 +667,8 @@ impl<'t> Writer<'t> {
             }
             self.tail.retain(|_, _| false)?;
             self.tail_changed = true;
+            self.tail_emptied = true;
+            self.tail_added.clear();
         }
         self.pending.apply(&mut self.postings)
     }

@@ -145,15 +145,17 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     let (done, spent, cpu) = time_batches(&mem, &corpus, &mut next, a.batch, a.batches, &pb)?;
     pb.finish_and_clear();
     let pb = bar(a.single as u64, "observe".into());
-    let (mut single, _) = time_observes(&mem, &corpus, &mut next, a.single, &pb)?;
+    let queries = corpus.queries(a.single.clamp(1, 300));
+    let mut single = time_observes(&mem, &corpus, &queries, &mut next, a.single, &pb)?;
     pb.finish_and_clear();
     drop(mem);
     let _ = std::fs::remove_file(&copy);
     println!(
-        "ingest_per_s {:.0}  ingest_per_cpu_s {:.0}  observe_p50_ms {:.3}",
+        "ingest_per_s {:.0}  ingest_per_cpu_s {:.0}  observe_p50_ms {:.3}  recall_after_observe_p50_ms {:.3}",
         done as f64 / spent.as_secs_f64().max(1e-9),
         done as f64 / cpu.as_secs_f64().max(1e-3),
-        quantile(&mut single, 0.5)
+        quantile(&mut single.each, 0.5),
+        quantile(&mut single.recalls, 0.5)
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -323,26 +325,44 @@ fn bar(len: u64, msg: String) -> ProgressBar {
     pb
 }
 
+/// Single durable observes, timed.
+struct Observed {
+    /// Milliseconds of each observe.
+    each: Vec<f64>,
+    /// Process CPU time the observes took (recalls excluded).
+    cpu: Duration,
+    /// Milliseconds of the recall made after each observe (an agent's loop).
+    recalls: Vec<f64>,
+}
+
 /// Times `count` single durable observes of the corpus's exchanges from `*next`
-/// on: the milliseconds of each, and the process CPU time they took.
+/// on, each followed by one (separately timed) recall of the next query.
 fn time_observes(
     mem: &Memory,
     corpus: &Corpus,
+    queries: &[SynthQuery],
     next: &mut u64,
     count: usize,
     pb: &ProgressBar,
-) -> anyhow::Result<(Vec<f64>, Duration)> {
-    let mut each = Vec::with_capacity(count);
-    let c = cpu_time();
-    for _ in 0..count {
+) -> anyhow::Result<Observed> {
+    let mut out =
+        Observed { each: Vec::with_capacity(count), cpu: Duration::ZERO, recalls: vec![] };
+    for i in 0..count {
         let ex = corpus.exchange(*next);
         *next += 1;
+        let c = cpu_time();
         let t = Instant::now();
         mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
-        each.push(ms(t.elapsed()));
+        out.each.push(ms(t.elapsed()));
+        out.cpu += cpu_time().saturating_sub(c);
+        if let Some(q) = queries.get(i % queries.len().max(1)) {
+            let t = Instant::now();
+            mem.recall(&RecallQuery::new(&q.text))?;
+            out.recalls.push(ms(t.elapsed()));
+        }
         pb.inc(1);
     }
-    Ok((each, cpu_time().saturating_sub(c)))
+    Ok(out)
 }
 
 /// Times `batches` `observe_batch` transactions of `batch` exchanges each (from
@@ -494,14 +514,16 @@ fn measure(
     row.insert("recall_user_empty".into(), json!(user_empty));
     row.insert("postings_per_recall".into(), json!(postings / queries.len().max(1) as u64));
 
-    // Single durable observes of new exchanges.
+    // Single durable observes of new exchanges, each followed by a recall (the
+    // recall sees the observe's memories in the postings tail).
     let mut next = used;
     let pb = bar(a.observes as u64, format!("observe {n}"));
-    let (mut single, observe_cpu) = time_observes(&mem, corpus, &mut next, a.observes, &pb)?;
+    let mut single = time_observes(&mem, corpus, queries, &mut next, a.observes, &pb)?;
     pb.finish_and_clear();
-    row.insert("observe_cpu_mean_ms".into(), round3(ms(observe_cpu) / a.observes.max(1) as f64));
-    row.insert("observe_p50_ms".into(), round3(quantile(&mut single, 0.5)));
-    row.insert("observe_p99_ms".into(), round3(quantile(&mut single, 0.99)));
+    row.insert("observe_cpu_mean_ms".into(), round3(ms(single.cpu) / a.observes.max(1) as f64));
+    row.insert("observe_p50_ms".into(), round3(quantile(&mut single.each, 0.5)));
+    row.insert("observe_p99_ms".into(), round3(quantile(&mut single.each, 0.99)));
+    row.insert("recall_after_observe_p50_ms".into(), round3(quantile(&mut single.recalls, 0.5)));
 
     // Batched observe throughput (durable commit per batch).
     let pb = bar((a.batch * a.batches) as u64, format!("ingest {n}"));
@@ -603,6 +625,7 @@ const COLUMNS: &[&str] = &[
     "recall_nondurable_p50_ms",
     "recall_cpu_mean_ms",
     "recall_user_p50_ms",
+    "recall_after_observe_p50_ms",
     "tantivy_p50_ms",
     "sqlite_p50_ms",
     "bytes_per_memory",
