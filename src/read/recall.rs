@@ -467,12 +467,41 @@ impl Memory {
         drop(r);
         out.trace = trace;
         if touch {
-            self.touch(&touched, now)?;
+            // `touched[i]` is the docno of `out.memories[i]` (the first `limit`).
+            let loaded: Vec<(u64, &MemoryEntry)> =
+                touched.iter().copied().zip(out.memories.iter()).collect();
+            self.touch_loaded(&loaded, now)?;
             for m in out.memories.iter_mut().take(q.limit) {
                 bump_access(m, now, self.settings.access_history_cap);
             }
         }
         Ok(out)
+    }
+
+    /// [`Memory::touch`] for memories this recall has just read: each is written
+    /// back from the copy read (no decoding) unless it changed meanwhile.
+    fn touch_loaded(
+        &self,
+        loaded: &[(u64, &MemoryEntry)],
+        now: crate::model::Timestamp,
+    ) -> Result<()> {
+        if loaded.is_empty() {
+            return Ok(());
+        }
+        let cap = self.settings.access_history_cap;
+        self.write_lazy(|w| {
+            for &(d, seen) in loaded {
+                let mut e = seen.clone();
+                bump_access(&mut e, now, cap);
+                if !w.replace_access(d, seen, &e)?
+                    && let Some(mut current) = w.get(d)?
+                {
+                    bump_access(&mut current, now, cap);
+                    w.replace(d, current)?;
+                }
+            }
+            Ok(())
+        })
     }
 
     /// Records an access at `now` on each memory (bounded history), in one write

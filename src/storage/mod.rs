@@ -407,4 +407,29 @@ mod tests {
         assert_eq!(docnos(&before), vec![kept], "the old snapshot reads its own tail");
         assert_eq!(docnos(&after), vec![kept], "the new one reads the blocks");
     }
+
+    #[test]
+    fn access_updates_write_back_only_an_unchanged_entry() {
+        use crate::model::{MemoryEntry, MemoryType};
+        let store = Store::in_memory(Profile::Default).expect("store");
+        let d = store
+            .write(false, |w| w.insert(MemoryEntry::new(MemoryType::Semantic, "tea".to_owned())))
+            .expect("insert");
+        let seen = store.read().and_then(|r| r.get(d)).expect("read").expect("stored");
+        let mut bumped = seen.clone();
+        bumped.access_count += 1;
+        // Changed since it was read: not written back.
+        let mut newer = seen.clone();
+        newer.content = "coffee".into();
+        store.write(false, |w| w.replace(d, newer.clone())).expect("replace");
+        assert!(!store.write(false, |w| w.replace_access(d, &seen, &bumped)).expect("write"));
+        assert_eq!(store.read().and_then(|r| r.get(d)).expect("read"), Some(newer.clone()));
+        // Unchanged: written back, with its compact record.
+        let mut bumped = newer.clone();
+        bumped.access_count += 1;
+        assert!(store.write(false, |w| w.replace_access(d, &newer, &bumped)).expect("write"));
+        let r = store.read().expect("read");
+        assert_eq!(r.get(d).expect("get"), Some(bumped.clone()));
+        assert_eq!(r.docinfo(d).expect("info").map(|i| i.access_count), Some(bumped.access_count));
+    }
 }

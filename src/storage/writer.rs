@@ -553,6 +553,31 @@ impl<'t> Writer<'t> {
         Ok(())
     }
 
+    /// Stores `updated` at `docno` if the stored entry is still exactly `seen`
+    /// (compared as stored bytes, without decoding it), where `updated` differs
+    /// from `seen` only in access metadata (nothing an index derives from).
+    /// Returns whether it did; callers fall back to [`Writer::replace`].
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn replace_access(
+        &mut self,
+        docno: u64,
+        seen: &MemoryEntry,
+        updated: &MemoryEntry,
+    ) -> Result<bool> {
+        let Some(info) = self.docinfo(docno)? else { return Ok(false) };
+        let expected = encode(seen)?;
+        let table = self.entry_table(&info.layer, &info.domain)?;
+        if table.get(docno)?.is_none_or(|v| v.value() != expected.as_slice()) {
+            return Ok(false);
+        }
+        let record = encode(updated)?;
+        table.insert(docno, record.as_slice())?;
+        self.put_info(docno, DocInfo::from_entry(updated, info.doc_len))?;
+        Ok(true)
+    }
+
     /// Removes the entry at `docno` and every index row of it. Returns the entry.
     pub fn remove(&mut self, docno: u64) -> Result<Option<MemoryEntry>> {
         let Some(old) = self.get(docno)? else { return Ok(None) };
