@@ -144,7 +144,7 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     let pb = bar((a.batch * a.batches) as u64, "ingest".into());
     let (done, spent, cpu) = time_batches(&mem, &corpus, &mut next, a.batch, a.batches, &pb)?;
     pb.finish_and_clear();
-    let pb = bar(a.single as u64, "observe".into());
+    let pb = bar(2 * a.single as u64, "observe".into());
     let queries = corpus.queries(a.single.clamp(1, 300));
     let mut single = time_observes(&mem, &corpus, &queries, &mut next, a.single, &pb)?;
     pb.finish_and_clear();
@@ -336,7 +336,9 @@ struct Observed {
 }
 
 /// Times `count` single durable observes of the corpus's exchanges from `*next`
-/// on, each followed by one (separately timed) recall of the next query.
+/// on; then `count` more, each followed by one recall of the next query (an
+/// agent's loop, where the postings tail holds the newest memories), timing the
+/// recalls only.
 fn time_observes(
     mem: &Memory,
     corpus: &Corpus,
@@ -347,19 +349,25 @@ fn time_observes(
 ) -> anyhow::Result<Observed> {
     let mut out =
         Observed { each: Vec::with_capacity(count), cpu: Duration::ZERO, recalls: vec![] };
-    for i in 0..count {
+    let observe = |next: &mut u64| -> anyhow::Result<f64> {
         let ex = corpus.exchange(*next);
         *next += 1;
-        let c = cpu_time();
         let t = Instant::now();
         mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
-        out.each.push(ms(t.elapsed()));
-        out.cpu += cpu_time().saturating_sub(c);
-        if let Some(q) = queries.get(i % queries.len().max(1)) {
-            let t = Instant::now();
-            mem.recall(&RecallQuery::new(&q.text))?;
-            out.recalls.push(ms(t.elapsed()));
-        }
+        Ok(ms(t.elapsed()))
+    };
+    let c = cpu_time();
+    for _ in 0..count {
+        out.each.push(observe(next)?);
+        pb.inc(1);
+    }
+    out.cpu = cpu_time().saturating_sub(c);
+    let rounds = if queries.is_empty() { 0 } else { count };
+    for q in queries.iter().cycle().take(rounds) {
+        observe(next)?;
+        let t = Instant::now();
+        mem.recall(&RecallQuery::new(&q.text))?;
+        out.recalls.push(ms(t.elapsed()));
         pb.inc(1);
     }
     Ok(out)
@@ -514,10 +522,10 @@ fn measure(
     row.insert("recall_user_empty".into(), json!(user_empty));
     row.insert("postings_per_recall".into(), json!(postings / queries.len().max(1) as u64));
 
-    // Single durable observes of new exchanges, each followed by a recall (the
-    // recall sees the observe's memories in the postings tail).
+    // Single durable observes of new exchanges; then as many observe + recall
+    // rounds, timing the recall (it sees the observes' memories in the tail).
     let mut next = used;
-    let pb = bar(a.observes as u64, format!("observe {n}"));
+    let pb = bar(2 * a.observes as u64, format!("observe {n}"));
     let mut single = time_observes(&mem, corpus, queries, &mut next, a.observes, &pb)?;
     pb.finish_and_clear();
     row.insert("observe_cpu_mean_ms".into(), round3(ms(single.cpu) / a.observes.max(1) as f64));
