@@ -51,9 +51,7 @@ impl Reader {
             None => CorpusStats::default(),
         };
         let version = match meta.get(meta_keys::TAIL_VERSION)? {
-            Some(v) => u64::from_le_bytes(v.value().try_into().map_err(|_| {
-                crate::Error::Corrupted("postings tail version is not 8 bytes".into())
-            })?),
+            Some(v) => super::tail::decode_version(v.value())?,
             None => 0,
         };
         let tail = tails.get(version, || match txn.open_table(POSTING_TAIL) {

@@ -188,6 +188,58 @@ pub enum TailChange {
     },
 }
 
+/// What a write transaction has done to the tail so far.
+#[derive(Debug, Default)]
+pub struct TailWrites {
+    changed: bool,
+    merged: bool,
+    /// Rows written since the last merge.
+    added: Vec<(u64, TailDoc)>,
+}
+
+impl TailWrites {
+    /// Rows written to the tail.
+    pub fn add(&mut self, docno: u64, doc: TailDoc) {
+        self.changed = true;
+        self.added.push((docno, doc));
+    }
+
+    /// The tail (with the rows written before) went to the blocks.
+    pub fn merge(&mut self) {
+        self.changed = true;
+        self.merged = true;
+        self.added.clear();
+    }
+
+    /// Whether the tail changed.
+    #[must_use]
+    pub fn changed(&self) -> bool {
+        self.changed
+    }
+
+    /// The change, given the version the transaction started from; starts over.
+    pub fn finish(&mut self, prev: u64) -> TailChange {
+        let done = std::mem::take(self);
+        if done.merged {
+            TailChange::Replaced { docs: done.added }
+        } else {
+            TailChange::Appended { prev, docs: done.added }
+        }
+    }
+}
+
+/// Reads a stored tail version (meta `posting_tail_version`).
+///
+/// # Errors
+/// [`crate::Error::Corrupted`] when it is not 8 bytes.
+pub fn decode_version(bytes: &[u8]) -> Result<u64> {
+    Ok(u64::from_le_bytes(
+        bytes
+            .try_into()
+            .map_err(|_| crate::Error::Corrupted("postings tail version is not 8 bytes".into()))?,
+    ))
+}
+
 /// The tail index of the latest tail version a reader or writer has seen.
 #[derive(Debug, Default)]
 pub struct TailCache(parking_lot::Mutex<Option<(u64, Arc<TailIndex>)>>);

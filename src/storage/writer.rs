@@ -41,12 +41,9 @@ pub struct Writer<'t> {
     /// The first docno this transaction gives out: buffered postings of memories
     /// from here on are new and may go to the tail.
     first_new: u64,
-    /// Whether this transaction changed the tail (a new tail version is stored).
-    tail_changed: bool,
-    /// Whether it merged the tail into the blocks.
-    tail_emptied: bool,
-    /// The tail rows it wrote (since the last merge).
-    tail_added: Vec<(u64, tail::TailDoc)>,
+    /// What this transaction has done to the tail (a new version is stored at
+    /// flush when it changed).
+    tail_writes: tail::TailWrites,
     /// What it did to the tail, once flushed: the new version and the change.
     tail_done: (u64, tail::TailChange),
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
@@ -150,9 +147,7 @@ impl<'t> Writer<'t> {
             embeddings: txn.open_table(EMBEDDINGS)?,
             tail: txn.open_table(POSTING_TAIL)?,
             first_new: stats.next_docno,
-            tail_changed: false,
-            tail_emptied: false,
-            tail_added: Vec::new(),
+            tail_writes: tail::TailWrites::default(),
             tail_done: (0, tail::TailChange::Unchanged),
             entry_tables: HashMap::new(),
             stats,
@@ -209,28 +204,20 @@ impl<'t> Writer<'t> {
             {
                 for (docno, doc) in self.pending.take_by_doc() {
                     self.tail.insert(docno, encode(&doc)?.as_slice())?;
-                    self.tail_added.push((docno, doc));
+                    self.tail_writes.add(docno, doc);
                 }
-                self.tail_changed = true;
             } else {
                 self.apply_pending()?;
             }
         }
-        if self.tail_changed {
+        if self.tail_writes.changed() {
             let prev = match self.meta.get(meta_keys::TAIL_VERSION)? {
-                Some(v) => v.value().try_into().map_or(0, u64::from_le_bytes),
+                Some(v) => tail::decode_version(v.value())?,
                 None => 0,
             };
             let version = if self.tail.len()? == 0 { 0 } else { tail::new_version() };
             self.meta.insert(meta_keys::TAIL_VERSION, version.to_le_bytes().as_slice())?;
-            let docs = std::mem::take(&mut self.tail_added);
-            let change = if std::mem::take(&mut self.tail_emptied) {
-                tail::TailChange::Replaced { docs }
-            } else {
-                tail::TailChange::Appended { prev, docs }
-            };
-            self.tail_done = (version, change);
-            self.tail_changed = false;
+            self.tail_done = (version, self.tail_writes.finish(prev));
         }
         if self.self_model_dirty
             && let Some(model) = &self.self_model
@@ -691,9 +678,7 @@ impl<'t> Writer<'t> {
                 }
             }
             self.tail.retain(|_, _| false)?;
-            self.tail_changed = true;
-            self.tail_emptied = true;
-            self.tail_added.clear();
+            self.tail_writes.merge();
         }
         self.pending.apply(&mut self.postings)
     }
