@@ -119,15 +119,14 @@ pub fn term_stats(r: &Reader, terms: &[Term]) -> Result<Vec<TermStat>> {
         }
         // Blocks and tail together (see `storage::tail`).
         let info = postings::term_info(&r.postings, &t.token)?;
-        let tail = r.tail.term(&t.token);
-        let df = info.as_ref().map_or(0, |i| i.df)
-            + tail.as_ref().map_or(0, |t| t.postings.len() as u64);
+        let tail = r.tail.term_stats(&t.token);
+        let df = info.as_ref().map_or(0, |i| i.df) + tail.map_or(0, |(df, _)| df);
         if df == 0 {
             continue;
         }
         let mut impacts = info.map(|i| i.impacts).unwrap_or_default();
-        if let Some(tt) = tail {
-            impacts.merge(&tt.impacts);
+        if let Some((_, tail_impacts)) = tail {
+            impacts.merge(&tail_impacts);
         }
         let w = idf(n, df);
         let unit = impacts.max_by(|tf, len| term_score(w, tf, len, avg));

@@ -493,11 +493,8 @@ impl Memory {
             for &(d, seen) in loaded {
                 let mut e = seen.clone();
                 bump_access(&mut e, now, cap);
-                if !w.replace_access(d, seen, &e)?
-                    && let Some(mut current) = w.get(d)?
-                {
-                    bump_access(&mut current, now, cap);
-                    w.replace(d, current)?;
+                if !w.replace_access(d, seen, &e)? {
+                    bump_stored(w, d, now, cap)?;
                 }
             }
             Ok(())
@@ -513,14 +510,25 @@ impl Memory {
         let cap = self.settings.access_history_cap;
         self.write_lazy(|w| {
             for &d in docnos {
-                if let Some(mut e) = w.get(d)? {
-                    bump_access(&mut e, now, cap);
-                    w.replace(d, e)?;
-                }
+                bump_stored(w, d, now, cap)?;
             }
             Ok(())
         })
     }
+}
+
+/// Records an access on the stored entry at `d` (read, bumped, replaced).
+fn bump_stored(
+    w: &mut crate::storage::Writer<'_>,
+    d: u64,
+    now: crate::model::Timestamp,
+    cap: usize,
+) -> Result<()> {
+    if let Some(mut e) = w.get(d)? {
+        bump_access(&mut e, now, cap);
+        w.replace(d, e)?;
+    }
+    Ok(())
 }
 
 /// Appends an access at `now`, keeping the last `cap` timestamps.

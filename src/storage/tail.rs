@@ -94,10 +94,8 @@ impl TailIndex {
     /// Storage errors; [`crate::Error::Corrupted`] on an undecodable row.
     pub fn load(table: &impl ReadableTable<u64, &'static [u8]>) -> Result<Self> {
         let mut seg = Segment::default();
-        for row in table.range::<u64>(..)? {
-            let (k, v) = row?;
-            let doc: TailDoc = super::decode(v.value(), "postings tail")?;
-            seg.add(k.value(), &doc);
+        for (docno, doc) in rows(table)? {
+            seg.add(docno, &doc);
         }
         Ok(Self::default().with(seg))
     }
@@ -147,6 +145,19 @@ impl TailIndex {
                     }
                 }
             }
+        }
+        out
+    }
+
+    /// `term`'s tail document frequency and score bound (without gathering its
+    /// postings).
+    #[must_use]
+    pub fn term_stats(&self, term: &str) -> Option<(u64, Impacts)> {
+        let mut out: Option<(u64, Impacts)> = None;
+        for t in self.segments.iter().filter_map(|s| s.terms.get(term)) {
+            let (df, impacts) = out.get_or_insert_with(Default::default);
+            *df += t.postings.len() as u64;
+            impacts.merge(&t.impacts);
         }
         out
     }
@@ -226,6 +237,19 @@ impl TailWrites {
             TailChange::Appended { prev, docs: done.added }
         }
     }
+}
+
+/// Every row of a tail table, in docno order.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on an undecodable row.
+pub fn rows(table: &impl ReadableTable<u64, &'static [u8]>) -> Result<Vec<(u64, TailDoc)>> {
+    let mut out = Vec::new();
+    for row in table.range::<u64>(..)? {
+        let (k, v) = row?;
+        out.push((k.value(), super::decode(v.value(), "postings tail")?));
+    }
+    Ok(out)
 }
 
 /// Reads a stored tail version (meta `posting_tail_version`).

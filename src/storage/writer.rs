@@ -670,11 +670,9 @@ impl<'t> Writer<'t> {
     /// postings (merged first, so the blocks never hold a docno above the tail's).
     fn apply_pending(&mut self) -> Result<()> {
         if self.tail.len()? > 0 {
-            for row in self.tail.range::<u64>(..)? {
-                let (k, v) = row?;
-                let doc: tail::TailDoc = decode(v.value(), "postings tail")?;
+            for (docno, doc) in tail::rows(&self.tail)? {
                 for (term, tf) in &doc.terms {
-                    self.pending.add_under(term, k.value(), *tf, doc.len);
+                    self.pending.add_under(term, docno, *tf, doc.len);
                 }
             }
             self.tail.retain(|_, _| false)?;
