@@ -91,9 +91,41 @@ pub fn idf(n_docs: u64, df: u64) -> f64 {
 /// `storage::keys::CONTENT_UNITS`); `doc_len` and `avgdl` in the same units.
 #[must_use]
 pub fn term_score(idf: f64, tf: u32, doc_len: u32, avgdl: f64) -> f64 {
+    score_with_norm(idf, tf, length_norm(doc_len, avgdl))
+}
+
+/// The length normalisation of BM25's denominator for a document of `doc_len`.
+fn length_norm(doc_len: u32, avgdl: f64) -> f64 {
+    K1 * (1.0 - B + B * f64::from(doc_len) / avgdl.max(1e-9))
+}
+
+/// [`term_score`] with the length normalisation already computed.
+fn score_with_norm(idf: f64, tf: u32, norm: f64) -> f64 {
     let tf = f64::from(tf) / f64::from(crate::storage::keys::CONTENT_UNITS);
-    let norm = K1 * (1.0 - B + B * f64::from(doc_len) / avgdl.max(1e-9));
     idf * tf * (K1 + 1.0) / (tf + norm)
+}
+
+/// [`length_norm`] of the common document lengths, computed once per query: the
+/// same values, without a division per posting.
+struct Norms {
+    avgdl: f64,
+    table: Vec<f64>,
+}
+
+impl Norms {
+    /// Lengths (in half units) below this are looked up.
+    const TABLED: u32 = 1024;
+
+    fn new(avgdl: f64) -> Self {
+        Self { avgdl, table: (0..Self::TABLED).map(|len| length_norm(len, avgdl)).collect() }
+    }
+
+    fn of(&self, doc_len: u32) -> f64 {
+        match self.table.get(doc_len as usize) {
+            Some(&n) => n,
+            None => length_norm(doc_len, self.avgdl),
+        }
+    }
 }
 
 fn avgdl(r: &Reader) -> f64 {
@@ -267,10 +299,11 @@ impl<'a> Cursor<'a> {
         Ok(self.postings.get(self.pos).map_or(u64::MAX, |p| p.docno))
     }
 
-    /// The weighted score of the current posting.
-    fn score(&self) -> f64 {
+    /// The weighted score of the current posting (equal to `weight ×`
+    /// [`term_score`]).
+    fn score(&self, norms: &Norms) -> f64 {
         let p = &self.postings[self.pos];
-        self.weight * term_score(self.idf, p.tf, p.len, self.avgdl)
+        self.weight * score_with_norm(self.idf, p.tf, norms.of(p.len))
     }
 }
 
@@ -395,6 +428,7 @@ fn search(
     keep: &mut dyn FnMut(u64) -> Result<bool>,
 ) -> Result<(Vec<(u64, f64)>, u64)> {
     let avg = avgdl(r);
+    let norms = Norms::new(avg);
     let order = scoring_order(r, stats);
     let mut cursors: Vec<Cursor<'_>> =
         order.iter().map(|t| Cursor::new(r, t, avg)).collect::<Result<_>>()?;
@@ -468,7 +502,7 @@ fn search(
             let mut partial = 0.0;
             for (j, c) in cursors.iter_mut().enumerate().skip(essential) {
                 if c.block_first() <= d && c.advance(d, &mut read)? == d {
-                    parts[j] = c.score();
+                    parts[j] = c.score(&norms);
                     partial += parts[j];
                 }
             }
@@ -491,7 +525,7 @@ fn search(
                     break;
                 }
                 if cursors[j].advance(d, &mut read)? == d {
-                    parts[j] = cursors[j].score();
+                    parts[j] = cursors[j].score(&norms);
                     partial += parts[j];
                 }
             }

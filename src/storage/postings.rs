@@ -172,7 +172,19 @@ fn put(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+#[inline]
 fn get(buf: &[u8], pos: &mut usize) -> Result<u64> {
+    // Most values (term frequencies, lengths, dense deltas) fit one byte.
+    if let Some(&b) = buf.get(*pos)
+        && b < 0x80
+    {
+        *pos += 1;
+        return Ok(u64::from(b));
+    }
+    get_long(buf, pos)
+}
+
+fn get_long(buf: &[u8], pos: &mut usize) -> Result<u64> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
         let b = *buf.get(*pos).ok_or_else(|| corrupt("truncated"))?;
@@ -185,6 +197,7 @@ fn get(buf: &[u8], pos: &mut usize) -> Result<u64> {
     Err(corrupt("varint too long"))
 }
 
+#[inline]
 fn get32(buf: &[u8], pos: &mut usize) -> Result<u32> {
     u32::try_from(get(buf, pos)?).map_err(|_| corrupt("value out of range"))
 }
