@@ -733,6 +733,7 @@ impl Memory {
             ("fact_terms", r.fact_terms.len()?),
             ("fact_prefixes", r.prefixes.len()?),
             ("fact_attributes", r.attributes.len()?),
+            ("fact_cards", r.fact_cards.len()?),
             ("entities", r.entities.len()?),
             ("users", r.users.len()?),
             ("importance", r.importance.len()?),

@@ -215,51 +215,74 @@ fn schema_2_stores_are_upgraded_on_open() {
     assert!(err.to_string().contains("no upgrade path"), "{err}");
 }
 
-/// A schema-3 store (block postings, no postings tail) opens as schema 4 with an
-/// empty tail, and the next small write starts one.
-#[test]
-fn schema_3_stores_are_upgraded_on_open() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("v3.redb");
+/// The schema version a store file records.
+fn schema_of(path: &std::path::Path) -> u32 {
+    let db = redb::Database::create(path).expect("db");
+    let txn = db.begin_read().expect("txn");
+    let meta: redb::ReadOnlyTable<&str, &[u8]> =
+        txn.open_table(redb::TableDefinition::new("meta")).expect("meta");
+    let v = meta.get("schema_version").expect("get").expect("schema row");
+    u32::from_le_bytes(v.value().try_into().expect("4 bytes"))
+}
+
+/// Writes a store of `TEXTS` as an older schema laid it out: schema 4 had no fact
+/// cards, schema 3 no postings tail either (everything in blocks).
+fn old_store(path: &std::path::Path, version: u32) {
     {
-        let mem = Memory::open(&path).expect("open");
+        let mem = Memory::open(path).expect("open");
         let entries: Vec<MemoryEntry> =
             TEXTS.iter().map(|t| MemoryEntry::new(MemoryType::Semantic, *t)).collect();
         mem.add_batch(entries).expect("add");
-        mem.reindex(|_| {}).expect("reindex"); // everything in blocks, as schema 3 kept it
+        mem.reindex(|_| {}).expect("reindex"); // everything in blocks
+        assert!(mem.stats().expect("stats").index_rows["fact_cards"] > 0);
     }
-    let schema = |db: &redb::Database| -> u32 {
-        let txn = db.begin_read().expect("txn");
-        let meta: redb::ReadOnlyTable<&str, &[u8]> =
-            txn.open_table(redb::TableDefinition::new("meta")).expect("meta");
-        let v = meta.get("schema_version").expect("get").expect("schema row");
-        u32::from_le_bytes(v.value().try_into().expect("4 bytes"))
-    };
+    let db = redb::Database::create(path).expect("db");
+    let txn = db.begin_write().expect("txn");
     {
-        let db = redb::Database::create(&path).expect("db");
-        let txn = db.begin_write().expect("txn");
-        {
+        let cards: redb::TableDefinition<(&str, u64), &[u8]> =
+            redb::TableDefinition::new("fact_cards");
+        assert!(txn.delete_table(cards).expect("drop cards"));
+        let mut meta: redb::Table<&str, &[u8]> =
+            txn.open_table(redb::TableDefinition::new("meta")).expect("meta");
+        if version == 3 {
             let tail: redb::TableDefinition<u64, &[u8]> =
                 redb::TableDefinition::new("posting_tail");
             txn.delete_table(tail).expect("drop tail");
-            let mut meta: redb::Table<&str, &[u8]> =
-                txn.open_table(redb::TableDefinition::new("meta")).expect("meta");
             meta.remove("posting_tail_version").expect("version");
-            meta.insert("schema_version", 3u32.to_le_bytes().as_slice()).expect("schema");
         }
-        txn.commit().expect("commit");
-        assert_eq!(schema(&db), 3);
+        meta.insert("schema_version", version.to_le_bytes().as_slice()).expect("schema");
     }
-    {
-        let mem = Memory::open(&path).expect("upgraded");
-        assert!(mem.check(|_| {}).expect("check").is_ok());
-        let hits =
-            mem.recall(&soulmem::RecallQuery::new("where does the user live")).expect("recall");
-        assert!(hits.memories.iter().any(|m| m.content.contains("Paris")), "{:?}", hits.memories);
-        mem.add(MemoryEntry::new(MemoryType::Semantic, "User lives in Oslo")).expect("add");
-        assert_eq!(mem.stats().expect("stats").index_rows["posting_tail"], 1);
-        assert!(mem.check(|_| {}).expect("check").is_ok());
+    txn.commit().expect("commit");
+}
+
+/// Schema-3 and schema-4 stores open as schema 5: an empty postings tail that the
+/// next small write starts, and a card for every active fact, which dedup reads.
+#[test]
+fn older_schemas_are_upgraded_on_open() {
+    for version in [3u32, 4] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(format!("v{version}.redb"));
+        old_store(&path, version);
+        assert_eq!(schema_of(&path), version);
+        {
+            let mem = Memory::open(&path).expect("upgraded");
+            assert!(mem.check(|_| {}).expect("check").is_ok(), "schema {version}");
+            let facts = TEXTS.len() as u64;
+            assert_eq!(mem.stats().expect("stats").index_rows["fact_cards"], facts);
+            let hits =
+                mem.recall(&soulmem::RecallQuery::new("where does the user live")).expect("recall");
+            assert!(hits.memories.iter().any(|m| m.content.contains("Paris")), "{hits:?}");
+            // An observe restating a stored fact finds it through its card (no new
+            // fact); a new one is stored.
+            let opts = soulmem::write::observe::ObserveOptions::default();
+            let again = mem.observe_pair("I live in Paris", "Noted.", &opts).expect("observe");
+            assert!(again.facts.is_empty(), "schema {version}: {:?}", again.facts);
+            let new = mem.observe_pair("I live in Madrid", "Noted.", &opts).expect("observe");
+            assert_eq!(new.facts.len(), 1, "schema {version}");
+            mem.add(MemoryEntry::new(MemoryType::Semantic, "User lives in Oslo")).expect("add");
+            assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
+            assert!(mem.check(|_| {}).expect("check").is_ok());
+        }
+        assert_eq!(schema_of(&path), 5);
     }
-    let db = redb::Database::create(&path).expect("db");
-    assert_eq!(schema(&db), 4);
 }

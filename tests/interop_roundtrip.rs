@@ -210,6 +210,21 @@ fn check_finds_injected_corruption_and_reindex_repairs_it() {
             // The first term's info row (keyed after its blocks by u64::MAX).
             let first = p.first().unwrap().map(|(k, _)| k.value().0.to_owned()).unwrap();
             assert!(p.remove((first.as_str(), u64::MAX)).unwrap().is_some());
+            // A fact card gone, and another stating other content.
+            let mut c: redb::Table<(&str, u64), &[u8]> =
+                txn.open_table(redb::TableDefinition::new("fact_cards")).unwrap();
+            let (gone, kept) = {
+                let mut it = c.iter().unwrap();
+                let a = it.next().unwrap().unwrap();
+                let b = it.next().unwrap().unwrap();
+                let key = |k: &redb::AccessGuard<(&str, u64)>| {
+                    let (part, d) = k.value();
+                    (part.to_owned(), d)
+                };
+                (key(&a.0), (key(&b.0), a.1.value().to_vec()))
+            };
+            c.remove((gone.0.as_str(), gone.1)).unwrap();
+            c.insert((kept.0.0.as_str(), kept.0.1), kept.1.as_slice()).unwrap();
         }
         txn.commit().unwrap();
     }
@@ -218,6 +233,9 @@ fn check_finds_injected_corruption_and_reindex_repairs_it() {
     assert!(!report.is_ok());
     assert!(report.problems.iter().any(|p| p.contains("zzzstray")), "{:?}", report.problems);
     assert!(report.problems.iter().any(|p| p.starts_with("terms")), "{:?}", report.problems);
+    let cards: Vec<&String> =
+        report.problems.iter().filter(|p| p.starts_with("fact_cards")).collect();
+    assert_eq!(cards.len(), 2, "{:?}", report.problems);
     let before = mem.export_dump(&mut |_| {}).unwrap();
     let rep = mem.reindex(|_| {}).unwrap();
     assert_eq!(rep.entries, 164);

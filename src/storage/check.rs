@@ -41,6 +41,7 @@ struct Expected {
     terms: BTreeMap<String, u64>,
     fact_tokens: BTreeSet<(String, String, u64)>,
     fact_terms: BTreeMap<(String, String), u64>,
+    fact_cards: BTreeMap<(String, u64), super::keys::FactCard>,
     prefixes: BTreeSet<Key4>,
     attributes: BTreeSet<Key4>,
     entities: BTreeSet<(String, u64)>,
@@ -123,6 +124,9 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
             for t in &keys.fact_tokens {
                 exp.fact_tokens.insert((part.clone(), t.clone(), docno));
                 *exp.fact_terms.entry((part.clone(), t.clone())).or_default() += 1;
+            }
+            if let Some(card) = keys.card {
+                exp.fact_cards.insert((part.clone(), docno), card);
             }
             let user = e.user_id.clone().unwrap_or_default();
             for s in &keys.slots {
@@ -246,6 +250,19 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         rows += 1;
     }
     diff_map("fact_terms", &exp.fact_terms, &got_ft, p);
+    let mut got_cards = BTreeMap::new();
+    for row in r.fact_cards.range::<(&str, u64)>(..)? {
+        let (k, v) = row?;
+        let (part, docno) = k.value();
+        rows += 1;
+        match super::decode::<super::keys::FactCard>(v.value(), "fact card") {
+            Ok(card) => {
+                got_cards.insert((part.to_owned(), docno), card);
+            }
+            Err(e) => p.push(format!("fact_cards: ({part:?}, {docno}): {e}")),
+        }
+    }
+    diff_map("fact_cards", &exp.fact_cards, &got_cards, p);
 
     macro_rules! pairs {
         ($table:expr, $name:literal, $want:expr) => {{

@@ -26,12 +26,39 @@ pub struct IndexKeys {
     pub attributes: BTreeSet<String>,
     /// Lower-cased entity names.
     pub entities: BTreeSet<String>,
+    /// The fact's card (active facts only).
+    pub card: Option<FactCard>,
+}
+
+/// What the dedup and contradiction checks read of an active fact (the
+/// `fact_cards` row).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FactCard {
+    /// The memory's id.
+    pub id: String,
+    /// Its content.
+    pub content: String,
+    /// Its importance (1..=10).
+    pub importance: u8,
+    /// Its creation time in µs since the epoch.
+    pub created_us: i64,
 }
 
 /// Is `entry` an active semantic fact?
 #[must_use]
 pub fn is_active_fact(entry: &MemoryEntry) -> bool {
     entry.layer == FACT_LAYER && !entry.is_superseded()
+}
+
+/// The card of `entry` when it is an active fact.
+#[must_use]
+pub fn fact_card(entry: &MemoryEntry) -> Option<FactCard> {
+    is_active_fact(entry).then(|| FactCard {
+        id: entry.id.clone(),
+        content: entry.content.clone(),
+        importance: entry.importance,
+        created_us: crate::model::time::to_micros(&entry.created_at),
+    })
 }
 
 /// Units of one content occurrence in [`IndexKeys::tokens`].
@@ -70,6 +97,7 @@ pub fn index_keys_with(
         keys.slots = crate::write::keys::slot_keys(&entry.content, profile).into_iter().collect();
         keys.attributes =
             crate::write::keys::attribute_keys(&entry.content, profile).into_iter().collect();
+        keys.card = fact_card(entry);
     }
     keys.entities = entry.entities.iter().map(|e| e.to_lowercase()).collect();
     keys

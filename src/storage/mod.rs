@@ -31,7 +31,7 @@ pub use writer::Writer;
 
 use crate::Profile;
 use crate::error::{Error, Result};
-use schema::{META, POSTING_TAIL, SCHEMA_VERSION};
+use schema::{META, SCHEMA_VERSION};
 
 /// Meta keys.
 pub mod meta_keys {
@@ -261,13 +261,10 @@ impl Store {
                 if upgrade {
                     // Schema 2 differs only in index tables: rebuild them.
                     rebuild::upgrade_from_2(&db, profile)?;
-                } else if found == 3 {
-                    // Schema 4 adds the postings tail, empty in a schema-3 store.
-                    let txn = db.begin_write()?;
-                    txn.open_table(POSTING_TAIL)?;
-                    txn.open_table(META)?
-                        .insert(meta_keys::SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice())?;
-                    txn.commit()?;
+                } else if found < SCHEMA_VERSION {
+                    // Schema 4 added the postings tail (empty in a schema-3 store),
+                    // schema 5 the fact cards (derived from the facts).
+                    rebuild::upgrade_to_5(&db)?;
                 }
                 profile
             }

@@ -37,6 +37,7 @@ fn delete_index_tables(txn: &WriteTransaction) -> Result<()> {
     txn.delete_table(POSTINGS)?;
     txn.delete_table(FACT_TOKENS)?;
     txn.delete_table(FACT_TERMS)?;
+    txn.delete_table(FACT_CARDS)?;
     txn.delete_table(PREFIXES)?;
     txn.delete_table(ATTRIBUTES)?;
     txn.delete_table(ENTITIES)?;
@@ -139,6 +140,39 @@ pub(crate) fn upgrade_from_2(db: &redb::Database, profile: crate::Profile) -> Re
         meta.insert(meta_keys::SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice())?;
         meta.insert(meta_keys::TOKENIZER, crate::text::TOKENIZER_VERSION.to_le_bytes().as_slice())?;
     }
+    txn.commit()?;
+    Ok(())
+}
+
+/// Upgrades a schema-3 or schema-4 store to schema 5 in place, in one transaction:
+/// creates the postings tail (empty; new in schema 4) and writes the fact card
+/// of every active fact (new in schema 5). Nothing else changes.
+pub(crate) fn upgrade_to_5(db: &redb::Database) -> Result<()> {
+    let txn = db.begin_write()?;
+    txn.open_table(POSTING_TAIL)?;
+    {
+        let mut cards = txn.open_table(FACT_CARDS)?;
+        let names: Vec<String> = txn
+            .list_tables()?
+            .map(|h| h.name().to_owned())
+            .filter(|n| {
+                schema::parse_entry_table_name(n)
+                    .is_some_and(|(layer, _)| layer == super::keys::FACT_LAYER)
+            })
+            .collect();
+        for name in names {
+            let table = txn.open_table(schema::entry_table(&name))?;
+            for row in table.range::<u64>(..)? {
+                let (k, v) = row?;
+                let e: MemoryEntry = decode(v.value(), "memory entry")?;
+                if let Some(card) = super::keys::fact_card(&e) {
+                    let part = schema::fact_partition(e.user_id.as_deref(), &e.domain);
+                    cards.insert((part.as_str(), k.value()), super::encode(&card)?.as_slice())?;
+                }
+            }
+        }
+    }
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -50,6 +50,13 @@ pub const FACT_TOKENS: TableDefinition<(&str, &str, u64), ()> = TableDefinition:
 
 /// `(partition, dedup token) → number of active facts of the partition containing it`.
 pub const FACT_TERMS: TableDefinition<(&str, &str), u64> = TableDefinition::new("fact_terms");
+
+/// `(partition, docno) → record` ([`super::keys::FactCard`]): each active semantic
+/// fact's id, content, importance and creation time, clustered by [`fact_partition`].
+/// Dedup and contradiction checks read their candidates here: the facts of one user
+/// and domain sit on a few neighbouring pages, where their entries and `docs`
+/// records are scattered over the whole store.
+pub const FACT_CARDS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("fact_cards");
 
 /// The partition key of a fact's owner and domain in [`FACT_TOKENS`].
 #[must_use]

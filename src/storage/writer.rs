@@ -6,7 +6,7 @@ use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use super::codec::{decode, decode_self_model, encode, encode_self_model};
 use super::docinfo::DocInfo;
-use super::keys::{IndexKeys, index_keys, index_keys_with};
+use super::keys::{FactCard, IndexKeys, index_keys, index_keys_with};
 use super::schema::{self, *};
 use super::{CorpusStats, meta_keys, postings, query, tail};
 use crate::Profile;
@@ -29,6 +29,7 @@ pub struct Writer<'t> {
     pub(crate) fact_terms: Table<'t, (Str, Str), u64>,
     pub(crate) prefixes: Table<'t, (Str, Str, Str, u64), ()>,
     pub(crate) attributes: Table<'t, (Str, Str, Str, u64), ()>,
+    fact_cards: Table<'t, (Str, u64), Bytes>,
     pub(crate) entities: Table<'t, (Str, u64), ()>,
     pub(crate) users: Table<'t, (Str, u64), ()>,
     pub(crate) importance: Table<'t, (Str, u8, i64, u64), ()>,
@@ -139,6 +140,7 @@ impl<'t> Writer<'t> {
             fact_terms: txn.open_table(FACT_TERMS)?,
             prefixes: txn.open_table(PREFIXES)?,
             attributes: txn.open_table(ATTRIBUTES)?,
+            fact_cards: txn.open_table(FACT_CARDS)?,
             entities: txn.open_table(ENTITIES)?,
             users: txn.open_table(USERS)?,
             importance: txn.open_table(IMPORTANCE)?,
@@ -418,6 +420,7 @@ impl<'t> Writer<'t> {
             .map(|e| schema::fact_partition(e.user_id.as_deref(), &e.domain))
             .collect();
         let mut ftok: HashMap<(&str, &str), Vec<u64>> = HashMap::new();
+        let mut cards: Vec<((&str, u64), Vec<u8>)> = Vec::new();
         let mut slots: Vec<(&str, &str, &str, u64)> = Vec::new();
         let mut attrs: Vec<(&str, &str, &str, u64)> = Vec::new();
         let mut ents: Vec<(&str, u64)> = Vec::new();
@@ -427,6 +430,9 @@ impl<'t> Writer<'t> {
         for (((e, k), &d), part) in rows.clone().zip(&parts) {
             for t in &k.fact_tokens {
                 ftok.entry((part.as_str(), t.as_str())).or_default().push(d);
+            }
+            if let Some(card) = &k.card {
+                cards.push(((part.as_str(), d), encode(card)?));
             }
             let user = e.user_id.as_deref().unwrap_or("");
             for sl in &k.slots {
@@ -454,6 +460,10 @@ impl<'t> Writer<'t> {
             self.fact_terms.insert(*k, cur + list.len() as u64)?;
         }
         drop(ftok);
+        cards.sort_unstable_by_key(|(k, _)| *k);
+        for (k, card) in cards {
+            self.fact_cards.insert(k, card.as_slice())?;
+        }
         slots.sort_unstable();
         for k in slots {
             self.prefixes.insert(k, ())?;
@@ -601,6 +611,9 @@ impl<'t> Writer<'t> {
             self.fact_tokens.insert((part.as_str(), tok.as_str(), docno), ())?;
             bump2(&mut self.fact_terms, &part, tok, 1)?;
         }
+        if let Some(card) = &keys.card {
+            self.fact_cards.insert((part.as_str(), docno), encode(card)?.as_slice())?;
+        }
         let user = e.user_id.as_deref().unwrap_or("");
         for slot in &keys.slots {
             self.prefixes.insert((slot.as_str(), user, e.domain.as_str(), docno), ())?;
@@ -634,6 +647,9 @@ impl<'t> Writer<'t> {
         for tok in &keys.fact_tokens {
             self.fact_tokens.remove((part.as_str(), tok.as_str(), docno))?;
             bump2(&mut self.fact_terms, &part, tok, -1)?;
+        }
+        if keys.card.is_some() {
+            self.fact_cards.remove((part.as_str(), docno))?;
         }
         let user = e.user_id.as_deref().unwrap_or("");
         for slot in &keys.slots {
@@ -750,6 +766,18 @@ impl<'t> Writer<'t> {
         let t = (e.id, e.content);
         self.texts.insert(docno, t.clone());
         Ok(Some(t))
+    }
+
+    /// The card of the active fact at `docno` in partition `part`
+    /// ([`schema::fact_partition`]); `None` when it is not an active fact there.
+    ///
+    /// # Errors
+    /// Storage errors; [`Error::Corrupted`] on an undecodable row.
+    pub(crate) fn fact_card(&self, part: &str, docno: u64) -> Result<Option<FactCard>> {
+        match self.fact_cards.get((part, docno))? {
+            Some(v) => Ok(Some(decode(v.value(), "fact card")?)),
+            None => Ok(None),
+        }
     }
 
     /// The `window` episodic entries with the highest docnos, highest first, with

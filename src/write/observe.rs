@@ -166,38 +166,71 @@ fn in_facts_order(w: &Writer<'_>, docnos: impl IntoIterator<Item = u64>) -> Resu
 }
 
 /// Default profile: facts of `(user, domain)` that share a probe token with
-/// `content` (every fact whose dedup similarity can reach `threshold`).
+/// `content` (every fact whose dedup similarity can reach `threshold`), in
+/// `facts()` order.
 fn similar_facts(
-    w: &mut Writer<'_>,
+    w: &Writer<'_>,
     content: &str,
     threshold: f64,
     user: Option<&str>,
     domain: &str,
 ) -> Result<Vec<Fact>> {
     let part = schema::fact_partition(user, domain);
+    let docnos = similar_docnos(w, content, threshold, &part)?;
+    cards_in_order(w, &part, docnos)
+}
+
+/// The docnos of [`similar_facts`], in partition `part`.
+fn similar_docnos(
+    w: &Writer<'_>,
+    content: &str,
+    threshold: f64,
+    part: &str,
+) -> Result<BTreeSet<u64>> {
     let probe = {
         let terms = &w.fact_terms;
         dedup::probe_tokens(content, threshold, |t| {
-            terms.get((part.as_str(), t)).ok().flatten().map_or(0, |v| v.value())
+            terms.get((part, t)).ok().flatten().map_or(0, |v| v.value())
         })
     };
     let mut docnos = BTreeSet::new();
     for t in &probe.tokens {
-        for row in w
-            .fact_tokens
-            .range((part.as_str(), t.as_str(), 0u64)..=(part.as_str(), t.as_str(), u64::MAX))?
-        {
+        for row in w.fact_tokens.range((part, t.as_str(), 0u64)..=(part, t.as_str(), u64::MAX))? {
             docnos.insert(row?.0.value().2);
         }
     }
-    let ordered = in_facts_order(w, docnos)?;
-    load_facts(w, ordered)
+    Ok(docnos)
+}
+
+/// Default profile: the active facts at `docnos` of partition `part`, in the
+/// reference's `facts()` order (see [`all_active_facts`]), from their cards: the
+/// facts of one user and domain sit together there, so this reads a few pages
+/// instead of an entry and a `docs` record per fact.
+fn cards_in_order(
+    w: &Writer<'_>,
+    part: &str,
+    docnos: impl IntoIterator<Item = u64>,
+) -> Result<Vec<Fact>> {
+    let mut rows = Vec::new();
+    for d in docnos {
+        if let Some(card) = w.fact_card(part, d)? {
+            rows.push((d, card));
+        }
+    }
+    rows.sort_by(|(da, a), (db, b)| {
+        b.importance.cmp(&a.importance).then(b.created_us.cmp(&a.created_us)).then(da.cmp(db))
+    });
+    rows.dedup_by_key(|(d, _)| *d);
+    Ok(rows
+        .into_iter()
+        .map(|(docno, card)| Fact { docno, id: card.id, content: card.content })
+        .collect())
 }
 
 /// Default profile: facts of `(user, domain)` that state one of `content`'s verb
 /// attributes.
 fn attribute_facts(
-    w: &mut Writer<'_>,
+    w: &Writer<'_>,
     content: &str,
     user: Option<&str>,
     domain: &str,
@@ -219,28 +252,18 @@ fn attribute_facts(
 /// similar enough for the negation and attribute checks, plus those stating one of
 /// its verb attributes — in `facts()` order, without the facts this observe stored.
 fn contradiction_candidates(
-    w: &mut Writer<'_>,
+    w: &Writer<'_>,
     text: &str,
     cx: &Ctx,
     profile: Profile,
     stored: &HashSet<u64>,
 ) -> Result<Vec<Fact>> {
     let user = cx.user_id.as_deref();
-    let mut v = similar_facts(w, text, contradiction::SIMILARITY_THRESHOLD, user, &cx.domain)?;
-    let seen: HashSet<u64> = v.iter().map(|f| f.docno).collect();
-    let extra: Vec<u64> = attribute_facts(w, text, user, &cx.domain, profile)?
-        .into_iter()
-        .filter(|d| !seen.contains(d))
-        .collect();
-    v.extend(load_facts(w, extra)?);
-    let ordered = in_facts_order(w, v.iter().map(|f| f.docno))?;
-    let mut by_docno: std::collections::HashMap<u64, Fact> =
-        v.into_iter().map(|f| (f.docno, f)).collect();
-    Ok(ordered
-        .into_iter()
-        .filter_map(|d| by_docno.remove(&d))
-        .filter(|f| !stored.contains(&f.docno))
-        .collect())
+    let part = schema::fact_partition(user, &cx.domain);
+    let mut docnos = similar_docnos(w, text, contradiction::SIMILARITY_THRESHOLD, &part)?;
+    docnos.extend(attribute_facts(w, text, user, &cx.domain, profile)?);
+    docnos.retain(|d| !stored.contains(d));
+    cards_in_order(w, &part, docnos)
 }
 
 /// Supersedes the fact at `docno`: `superseded_by = by`, and the `superseded` flag
