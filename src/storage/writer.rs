@@ -49,6 +49,10 @@ pub struct Writer<'t> {
     tail_done: (u64, tail::TailChange),
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
     pub(super) stats: CorpusStats,
+    /// The statistics as stored when the transaction began (`None`: no row), so
+    /// [`Writer::flush`] rewrites the row only when they changed (a recall's access
+    /// update leaves them, and the `meta` pages, untouched).
+    stored_stats: Option<CorpusStats>,
     /// Posting and document-frequency changes not written yet: applied term by term
     /// by [`Writer::flush`], so each touched block is rewritten once per transaction.
     /// Reads of postings inside a write transaction go through
@@ -125,10 +129,11 @@ impl<'t> Writer<'t> {
     /// Opens every table of the store inside `txn`.
     pub(crate) fn open(txn: &'t WriteTransaction, profile: Profile) -> Result<Self> {
         let meta = txn.open_table(META)?;
-        let stats = match meta.get(meta_keys::STATS)? {
-            Some(v) => decode(v.value(), "corpus stats")?,
-            None => CorpusStats::default(),
+        let stored_stats: Option<CorpusStats> = match meta.get(meta_keys::STATS)? {
+            Some(v) => Some(decode(v.value(), "corpus stats")?),
+            None => None,
         };
+        let stats = stored_stats.unwrap_or_default();
         Ok(Self {
             profile,
             txn,
@@ -153,6 +158,7 @@ impl<'t> Writer<'t> {
             tail_done: (0, tail::TailChange::Unchanged),
             entry_tables: HashMap::new(),
             stats,
+            stored_stats,
             pending: postings::Pending::default(),
             self_model: None,
             self_model_dirty: false,
@@ -227,7 +233,10 @@ impl<'t> Writer<'t> {
             self.meta.insert(meta_keys::SELF_MODEL, encode_self_model(model)?.as_slice())?;
             self.self_model_dirty = false;
         }
-        self.meta.insert(meta_keys::STATS, encode(&self.stats)?.as_slice())?;
+        if self.stored_stats != Some(self.stats) {
+            self.meta.insert(meta_keys::STATS, encode(&self.stats)?.as_slice())?;
+            self.stored_stats = Some(self.stats);
+        }
         Ok(())
     }
 

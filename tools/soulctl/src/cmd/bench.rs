@@ -47,9 +47,13 @@ pub struct IngestArgs {
     /// observe_batch transactions.
     #[arg(long, default_value_t = 5)]
     batches: usize,
-    /// Single durable observes timed after the batches.
+    /// Single durable observes timed after the batches (then as many observe +
+    /// recall rounds, unless --no-rounds).
     #[arg(long, default_value_t = 0)]
     single: usize,
+    /// Skip the observe + recall rounds after the single observes.
+    #[arg(long)]
+    no_rounds: bool,
     /// Corpus seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -144,8 +148,8 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     let pb = bar((a.batch * a.batches) as u64, "ingest".into());
     let (done, spent, cpu) = time_batches(&mem, &corpus, &mut next, a.batch, a.batches, &pb)?;
     pb.finish_and_clear();
-    let pb = bar(2 * a.single as u64, "observe".into());
-    let queries = corpus.queries(a.single.clamp(1, 300));
+    let pb = bar(if a.no_rounds { 1 } else { 2 } * a.single as u64, "observe".into());
+    let queries = if a.no_rounds { Vec::new() } else { corpus.queries(a.single.clamp(1, 300)) };
     let mut single = time_observes(&mem, &corpus, &queries, &mut next, a.single, &pb)?;
     pb.finish_and_clear();
     drop(mem);
