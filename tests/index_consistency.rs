@@ -286,3 +286,22 @@ fn older_schemas_are_upgraded_on_open() {
         assert_eq!(schema_of(&path), 5);
     }
 }
+
+/// A fact whose content changes without changing any of its index terms (case,
+/// punctuation) still gets its card rewritten: dedup compares the new text.
+#[test]
+fn a_fact_card_follows_content_that_keeps_its_terms() {
+    let mem = Memory::open_in_memory().expect("open");
+    let id = mem.add(MemoryEntry::new(MemoryType::Semantic, "User lives in Paris")).expect("add");
+    let mut e = mem.get(&id).expect("get").expect("present");
+    e.content = "User lives in PARIS.".into();
+    mem.update(e).expect("update");
+    let report = mem.check(|_| {}).expect("check");
+    assert!(report.is_ok(), "{:#?}", report.problems);
+    // Superseding it drops the card (no active fact left to compare with).
+    let mut e = mem.get(&id).expect("get").expect("present");
+    e.superseded_by = Some("new".into());
+    mem.update(e).expect("update");
+    assert_eq!(mem.stats().expect("stats").index_rows["fact_cards"], 0);
+    assert!(mem.check(|_| {}).expect("check").is_ok());
+}
