@@ -87,11 +87,11 @@ pub fn rejects(q: &RecallQuery, info: &DocInfo, bond_threshold: f64) -> Option<&
 /// The docnos a `user_id` filter admits (the user's memories and the unattributed
 /// ones), walked through the users index: each step moves a few rows forward, or
 /// seeks when the target is further, so a sparse user costs a seek per candidate
-/// and a dense one a row per candidate, never a record read.
+/// and a dense one a row per candidate, never a record read. The rows a walk has
+/// stepped through are kept, so the later passes of the same recall (a second
+/// ranking pass, graph expansion) search them instead of walking the index again.
 pub struct UserDocs<'r> {
     owners: Vec<OwnerRows<'r>>,
-    /// The last docno asked about.
-    last: u64,
 }
 
 type UserRows<'r> = redb::Range<'r, (&'static str, u64), ()>;
@@ -103,24 +103,89 @@ struct OwnerRows<'r> {
     rows: Option<UserRows<'r>>,
     /// The current row (`u64::MAX` past the end); `None` before the first step.
     head: Option<u64>,
+    /// The last target the walk answered: a smaller one restarts it.
+    walked_to: u64,
+    /// The rows the walk stepped through from its first seek on, in order: every
+    /// row of the owner from `memo_from` to the last one kept (to the end of the
+    /// owner's rows when `memo_end`).
+    memo: Vec<u64>,
+    memo_from: u64,
+    /// Still extended by the walk: false once a seek skipped rows, the walk
+    /// restarted, or the memo is full.
+    memo_open: bool,
+    memo_end: bool,
 }
 
 /// Rows walked before a seek is cheaper.
 const GALLOP: usize = 8;
 
-impl OwnerRows<'_> {
+/// Rows kept per owner (512 KiB): a denser owner is walked again past them.
+const MEMO_MAX: usize = 1 << 16;
+
+impl<'r> OwnerRows<'r> {
+    fn new(r: &'r Reader, owner: &str) -> Self {
+        Self {
+            r,
+            owner: owner.to_owned(),
+            rows: None,
+            head: None,
+            walked_to: 0,
+            memo: Vec::new(),
+            memo_from: 0,
+            memo_open: true,
+            memo_end: false,
+        }
+    }
+
+    /// Whether the kept rows answer a target `d`.
+    fn covered(&self, d: u64) -> bool {
+        d >= self.memo_from && (self.memo_end || self.memo.last().is_some_and(|&l| d <= l))
+    }
+
+    /// Keeps `h`, the walk's next row, while the memo is open.
+    fn remember(&mut self, h: u64) {
+        if !self.memo_open {
+            return;
+        }
+        if h == u64::MAX {
+            self.memo_end = true;
+            self.memo_open = false;
+        } else if self.memo.len() == MEMO_MAX {
+            self.memo_open = false;
+        } else {
+            self.memo.push(h);
+        }
+    }
+
     fn seek(&mut self, d: u64) -> Result<()> {
+        if self.head.is_some() || !self.memo.is_empty() {
+            // Not the walk's first seek: it skips rows, the memo would have a gap.
+            self.memo_open = false;
+        } else if self.memo_open {
+            self.memo_from = d;
+        }
         let owner = self.owner.as_str();
         let mut rows = self.r.users.range((owner, d)..=(owner, u64::MAX))?;
-        self.head = Some(match rows.next() {
+        let h = match rows.next() {
             Some(row) => row?.0.value().1,
             None => u64::MAX,
-        });
+        };
+        self.head = Some(h);
         self.rows = Some(rows);
+        self.remember(h);
         Ok(())
     }
 
     fn next_ge(&mut self, d: u64) -> Result<u64> {
+        if self.covered(d) {
+            let i = self.memo.partition_point(|&x| x < d);
+            return Ok(self.memo.get(i).copied().unwrap_or(u64::MAX));
+        }
+        if d < self.walked_to {
+            self.head = None;
+            self.rows = None;
+        }
+        self.walked_to = d;
         match self.head {
             Some(h) if h >= d => return Ok(h),
             Some(h) if h < d => {
@@ -131,6 +196,7 @@ impl OwnerRows<'_> {
                         None => u64::MAX,
                     };
                     self.head = Some(h);
+                    self.remember(h);
                     if h >= d {
                         return Ok(h);
                     }
@@ -147,24 +213,18 @@ impl<'r> UserDocs<'r> {
     /// The memories `user` may be shown: theirs and the unattributed ones.
     #[must_use]
     pub fn new(r: &'r Reader, user: &str) -> Self {
-        let mut owners = vec![OwnerRows { r, owner: String::new(), rows: None, head: None }];
+        let mut owners = vec![OwnerRows::new(r, "")];
         if !user.is_empty() {
-            owners.push(OwnerRows { r, owner: user.to_owned(), rows: None, head: None });
+            owners.push(OwnerRows::new(r, user));
         }
-        Self { owners, last: 0 }
+        Self { owners }
     }
 }
 
 impl crate::read::candidates::Allow for UserDocs<'_> {
     fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
         let mut best = u64::MAX;
-        let backwards = d < self.last;
-        self.last = d;
         for o in &mut self.owners {
-            if backwards {
-                o.head = None;
-                o.rows = None;
-            }
             best = best.min(o.next_ge(d)?);
         }
         Ok((best != u64::MAX).then_some(best))
@@ -174,6 +234,54 @@ impl crate::read::candidates::Allow for UserDocs<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::Memory;
+    use crate::model::{MemoryEntry, MemoryType};
+    use crate::read::candidates::Allow;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// Several passes of ascending targets (each pass starting anywhere, as a
+        /// second ranking pass or a graph expansion does) get exactly the next
+        /// admitted docno, whether it comes from the walk or from the kept rows.
+        #[test]
+        fn user_docs_match_brute_force(
+            owners in prop::collection::vec(0u8..4, 1..400),
+            passes in prop::collection::vec(
+                (0u64..450, prop::collection::vec(0u64..40, 1..40)), 1..6),
+        ) {
+            let mem = Memory::open_in_memory().expect("store");
+            // 0: unattributed, 1: the user, 2 and 3: others.
+            let entries: Vec<MemoryEntry> = owners
+                .iter()
+                .map(|&o| {
+                    let mut e = MemoryEntry::new(MemoryType::Semantic, "some memory text");
+                    e.user_id = ["", "u1", "u2", "u3"][o as usize].to_owned().into();
+                    if o == 0 {
+                        e.user_id = None;
+                    }
+                    e
+                })
+                .collect();
+            mem.add_batch(entries).expect("add");
+            let admitted: Vec<u64> = owners
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| **o <= 1)
+                .map(|(d, _)| d as u64)
+                .collect();
+            let r = mem.read().expect("read");
+            let mut docs = UserDocs::new(&r, "u1");
+            for (start, steps) in passes {
+                let mut d = start;
+                for step in steps {
+                    let want = admitted.iter().copied().find(|&x| x >= d);
+                    prop_assert_eq!(docs.next_ge(d).expect("next"), want, "target {}", d);
+                    d += step;
+                }
+            }
+        }
+    }
 
     #[test]
     fn scope_globs_match_both_ways() {
