@@ -50,3 +50,22 @@ fn trace_separates_content_matches_from_context_matches() {
     let plain = mem.recall(&RecallQuery::new("postgres connection errors")).expect("recall");
     assert!(plain.trace.candidates.iter().all(|c| c.content_terms.is_empty()));
 }
+
+/// Memories that rank exactly alike come back oldest first, whatever their ids: the
+/// same history ranks the same way in every store and replay (ids are random).
+#[test]
+fn exact_ties_go_to_the_older_memory() {
+    let mem = soulmem::Memory::open_in_memory().expect("open");
+    let base = soulmem::MemoryEntry::new(soulmem::MemoryType::Semantic, "User drinks green tea");
+    let ids = ["zzzzzzzzzzzz", "aaaaaaaaaaaa", "mmmmmmmmmmmm"];
+    for id in ids {
+        let mut e = base.clone();
+        e.id = id.into();
+        mem.add(e).expect("add");
+    }
+    for _ in 0..2 {
+        let got = mem.recall(&soulmem::RecallQuery::new("green tea")).expect("recall");
+        let got: Vec<&str> = got.memories.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(got, ids);
+    }
+}

@@ -354,7 +354,7 @@ impl Allow for Sorted<'_> {
 
 /// The `k` best memories by BM25 that pass `accept`, and the number of postings
 /// decoded. Ties are broken by docno (the lower wins), then the result is sorted by
-/// score and id.
+/// score (ties: the lower docno).
 ///
 /// A first pass ranks without `accept` (only `allow`) and keeps twice `k`; their
 /// records are then read and checked in rank order. Only when fewer than `k` of
@@ -406,7 +406,7 @@ pub fn top_k(
             verdicts.remove(&docno).flatten().map(|info| Candidate { docno, bm25, info })
         })
         .collect();
-    out.sort_by(|a, b| b.bm25.total_cmp(&a.bm25).then_with(|| a.info.id.cmp(&b.info.id)));
+    out.sort_by(|a, b| b.bm25.total_cmp(&a.bm25).then(a.docno.cmp(&b.docno)));
     Ok((out, read))
 }
 

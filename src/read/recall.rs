@@ -383,7 +383,9 @@ impl Memory {
             }
         }
 
-        // Rank in parallel on soulmem's pool; ties broken by id for determinism.
+        // Rank in parallel on soulmem's pool; ties go to the older memory (lower
+        // docno), so the same history ranks the same way in every store and replay
+        // (ids are random).
         let fusion = Fusion::new(
             &pool,
             self.settings.hybrid_fusion,
@@ -395,7 +397,7 @@ impl Memory {
         scored.sort_by(|a, b| {
             b.0.total
                 .total_cmp(&a.0.total)
-                .then_with(|| pool[a.1].cand.info.id.cmp(&pool[b.1].cand.info.id))
+                .then_with(|| pool[a.1].cand.docno.cmp(&pool[b.1].cand.docno))
         });
         if qvec.is_some() && fusion.kind == HybridFusion::Rrf {
             rank_fuse(&mut scored, &pool, fusion.lambda);
