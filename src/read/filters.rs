@@ -256,10 +256,7 @@ mod tests {
                 .iter()
                 .map(|&o| {
                     let mut e = MemoryEntry::new(MemoryType::Semantic, "some memory text");
-                    e.user_id = ["", "u1", "u2", "u3"][o as usize].to_owned().into();
-                    if o == 0 {
-                        e.user_id = None;
-                    }
+                    e.user_id = (o > 0).then(|| format!("u{o}"));
                     e
                 })
                 .collect();
