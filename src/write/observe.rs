@@ -130,8 +130,14 @@ fn all_active_facts(w: &mut Writer<'_>) -> Result<Vec<Fact>> {
             rows.push((info.importance, info.created_at, d));
         }
     }
-    rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    rows.sort_by(facts_order);
     load_facts(w, rows.into_iter().map(|r| r.2))
+}
+
+/// The reference's `facts()` order of `(importance, created µs, docno)` keys:
+/// importance descending, newest first, then insertion order.
+fn facts_order(a: &(u8, i64, u64), b: &(u8, i64, u64)) -> std::cmp::Ordering {
+    b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2))
 }
 
 fn keys_layer() -> &'static str {
@@ -160,7 +166,7 @@ fn in_facts_order(w: &Writer<'_>, docnos: impl IntoIterator<Item = u64>) -> Resu
             rows.push((info.importance, info.created_at, d));
         }
     }
-    rows.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    rows.sort_by(facts_order);
     rows.dedup_by_key(|r| r.2);
     Ok(rows.into_iter().map(|r| r.2).collect())
 }
@@ -206,24 +212,17 @@ fn similar_docnos(
 /// reference's `facts()` order (see [`all_active_facts`]), from their cards: the
 /// facts of one user and domain sit together there, so this reads a few pages
 /// instead of an entry and a `docs` record per fact.
-fn cards_in_order(
-    w: &Writer<'_>,
-    part: &str,
-    docnos: impl IntoIterator<Item = u64>,
-) -> Result<Vec<Fact>> {
+fn cards_in_order(w: &Writer<'_>, part: &str, docnos: BTreeSet<u64>) -> Result<Vec<Fact>> {
     let mut rows = Vec::new();
     for d in docnos {
         if let Some(card) = w.fact_card(part, d)? {
-            rows.push((d, card));
+            rows.push(((card.importance, card.created_us, d), card));
         }
     }
-    rows.sort_by(|(da, a), (db, b)| {
-        b.importance.cmp(&a.importance).then(b.created_us.cmp(&a.created_us)).then(da.cmp(db))
-    });
-    rows.dedup_by_key(|(d, _)| *d);
+    rows.sort_by(|a, b| facts_order(&a.0, &b.0));
     Ok(rows
         .into_iter()
-        .map(|(docno, card)| Fact { docno, id: card.id, content: card.content })
+        .map(|((_, _, docno), card)| Fact { docno, id: card.id, content: card.content })
         .collect())
 }
 
