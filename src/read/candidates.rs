@@ -374,7 +374,9 @@ pub fn top_k(
         return Ok((Vec::new(), 0));
     }
     let wide = k.saturating_mul(2).max(k + 8);
-    let (held, mut read) = search(r, stats, wide, reborrow(&mut allow), &mut |_| Ok(true))?;
+    // One table of length norms for both passes.
+    let norms = Norms::new(avgdl(r));
+    let (held, mut read) = search(r, &norms, stats, wide, reborrow(&mut allow), &mut |_| Ok(true))?;
     let mut verdicts: HashMap<u64, Option<DocInfo>> = HashMap::new();
     let mut verdict = |d: u64| -> Result<bool> {
         if let Some(v) = verdicts.get(&d) {
@@ -396,7 +398,7 @@ pub fn top_k(
     }
     if best.len() < k && held.len() == wide {
         // Too many of the first pass were filtered out: filter while ranking.
-        let (again, more) = search(r, stats, k, allow, &mut verdict)?;
+        let (again, more) = search(r, &norms, stats, k, allow, &mut verdict)?;
         read += more;
         best = again;
     }
@@ -419,16 +421,17 @@ fn reborrow<'s>(a: &'s mut Option<&mut dyn Allow>) -> Option<&'s mut dyn Allow> 
 
 /// Block-max MaxScore over `stats`: the `k` best memories that `allow` admits and
 /// `keep` passes, best first (ties by docno), and the postings decoded. `keep` is
-/// asked only about memories whose score would place.
+/// asked only about memories whose score would place. `norms` are the snapshot's
+/// ([`Norms::new`] of its average length).
 fn search(
     r: &Reader,
+    norms: &Norms,
     stats: &[TermStat],
     k: usize,
     mut allow: Option<&mut dyn Allow>,
     keep: &mut dyn FnMut(u64) -> Result<bool>,
 ) -> Result<(Vec<(u64, f64)>, u64)> {
-    let avg = avgdl(r);
-    let norms = Norms::new(avg);
+    let avg = norms.avgdl;
     let order = scoring_order(r, stats);
     let mut cursors: Vec<Cursor<'_>> =
         order.iter().map(|t| Cursor::new(r, t, avg)).collect::<Result<_>>()?;
@@ -502,7 +505,7 @@ fn search(
             let mut partial = 0.0;
             for (j, c) in cursors.iter_mut().enumerate().skip(essential) {
                 if c.block_first() <= d && c.advance(d, &mut read)? == d {
-                    parts[j] = c.score(&norms);
+                    parts[j] = c.score(norms);
                     partial += parts[j];
                 }
             }
@@ -525,7 +528,7 @@ fn search(
                     break;
                 }
                 if cursors[j].advance(d, &mut read)? == d {
-                    parts[j] = cursors[j].score(&norms);
+                    parts[j] = cursors[j].score(norms);
                     partial += parts[j];
                 }
             }

@@ -456,7 +456,7 @@ fn observe_analysed(
         entities: extracted_entities,
         signals,
         tokens,
-        episode_terms,
+        mut episode_terms,
     } = analysis
         .unwrap_or_else(|| Analysis::of(user, agent, profile, &settings.core_values, false));
     let reference = profile.is_reference();
@@ -482,7 +482,7 @@ fn observe_analysed(
             &somatic,
             &sig,
             context.as_deref(),
-            episode_terms.clone(),
+            episode_terms.take(),
         )?);
     }
 
@@ -651,7 +651,7 @@ fn observe_analysed(
             &somatic,
             &sig,
             context.as_deref(),
-            episode_terms.clone(),
+            episode_terms.take(),
         )?);
     }
 
