@@ -212,6 +212,7 @@ impl MemoryBuilder {
     fn finish(self, store: Store) -> Memory {
         let profile = store.profile();
         let settings = self.settings.unwrap_or_else(|| Settings::for_profile(profile));
+        store.set_access_cap(settings.access_history_cap);
         Memory {
             store,
             clock: self.clock,
@@ -342,13 +343,6 @@ impl Memory {
         }
     }
 
-    /// Runs `f` in a write transaction committed without fsync: for access metadata
-    /// recorded by recall, which a crash may lose (the next durable commit persists
-    /// it) without losing any memory.
-    pub(crate) fn write_lazy<T>(&self, f: impl FnOnce(&mut Writer<'_>) -> Result<T>) -> Result<T> {
-        self.store.write(false, f)
-    }
-
     pub(crate) fn read(&self) -> Result<Reader> {
         self.store.read()
     }
@@ -399,7 +393,9 @@ impl Memory {
     /// # Errors
     /// [`Error::NotFound`] when no memory has that id, plus [`Memory::add`]'s errors.
     pub fn update(&self, entry: MemoryEntry) -> Result<()> {
-        self.write(|w| {
+        // `entry` holds the accesses recorded so far (reads overlay those not yet
+        // written): the store is brought to the same point first.
+        self.store.write_current(self.settings.durable, |w| {
             let docno = w.docno_of(&entry.id)?.ok_or_else(|| Error::NotFound(entry.id.clone()))?;
             let changed = w.get(docno)?.is_none_or(|old| old.content != entry.content);
             w.replace(docno, entry)?;
@@ -680,7 +676,9 @@ impl Memory {
     /// # Errors
     /// Storage errors only.
     pub fn snapshot(&self) -> Result<Snapshot> {
-        Ok(Snapshot { reader: self.read()? })
+        let mut reader = self.read()?;
+        reader.freeze_access();
+        Ok(Snapshot { reader })
     }
 }
 

@@ -284,6 +284,18 @@ pub struct MemoryEntry {
 }
 
 impl MemoryEntry {
+    /// Records an access at `now`: last access, count, and the timestamp history
+    /// keeping its last `cap` timestamps.
+    pub fn record_access(&mut self, now: Timestamp, cap: usize) {
+        self.last_accessed = Some(now);
+        self.access_count = self.access_count.saturating_add(1);
+        self.access_timestamps.push(now);
+        if self.access_timestamps.len() > cap {
+            let extra = self.access_timestamps.len() - cap;
+            self.access_timestamps.drain(..extra);
+        }
+    }
+
     /// A new entry of `kind` with the reference's defaults, created now (system clock).
     #[must_use]
     pub fn new(kind: MemoryType, content: impl Into<String>) -> Self {

@@ -469,10 +469,7 @@ impl Memory {
         drop(r);
         out.trace = trace;
         if touch {
-            // `touched[i]` is the docno of `out.memories[i]` (the first `limit`).
-            let loaded: Vec<(u64, &MemoryEntry)> =
-                touched.iter().copied().zip(out.memories.iter()).collect();
-            self.touch_loaded(&loaded, now)?;
+            self.touch(&touched, now)?;
             for m in out.memories.iter_mut().take(q.limit) {
                 bump_access(m, now, self.settings.access_history_cap);
             }
@@ -480,66 +477,23 @@ impl Memory {
         Ok(out)
     }
 
-    /// [`Memory::touch`] for memories this recall has just read: each is written
-    /// back from the copy read (no decoding) unless it changed meanwhile.
-    fn touch_loaded(
-        &self,
-        loaded: &[(u64, &MemoryEntry)],
-        now: crate::model::Timestamp,
-    ) -> Result<()> {
-        if loaded.is_empty() {
-            return Ok(());
-        }
-        let cap = self.settings.access_history_cap;
-        self.write_lazy(|w| {
-            for &(d, seen) in loaded {
-                let mut e = seen.clone();
-                bump_access(&mut e, now, cap);
-                if !w.replace_access(d, seen, &e)? {
-                    bump_stored(w, d, now, cap)?;
-                }
-            }
-            Ok(())
-        })
-    }
-
-    /// Records an access at `now` on each memory (bounded history), in one write
-    /// committed without fsync (see [`Memory::write_lazy`]).
+    /// Records an access at `now` on each memory (bounded history). The records are
+    /// written by the next write transaction; when more than
+    /// [`crate::storage::ACCESS_FLUSH_AT`] are pending, the oldest
+    /// [`crate::storage::ACCESS_FLUSH_CHUNK`] are written here, in a commit without
+    /// fsync. Reads see them at once.
     pub(crate) fn touch(&self, docnos: &[u64], now: crate::model::Timestamp) -> Result<()> {
         if docnos.is_empty() {
             return Ok(());
         }
-        let cap = self.settings.access_history_cap;
-        self.write_lazy(|w| {
-            for &d in docnos {
-                bump_stored(w, d, now, cap)?;
-            }
-            Ok(())
-        })
+        if self.store.record_access(docnos, now) > crate::storage::ACCESS_FLUSH_AT {
+            self.store.flush_access(crate::storage::ACCESS_FLUSH_CHUNK)?;
+        }
+        Ok(())
     }
-}
-
-/// Records an access on the stored entry at `d` (read, bumped, replaced).
-fn bump_stored(
-    w: &mut crate::storage::Writer<'_>,
-    d: u64,
-    now: crate::model::Timestamp,
-    cap: usize,
-) -> Result<()> {
-    if let Some(mut e) = w.get(d)? {
-        bump_access(&mut e, now, cap);
-        w.replace(d, e)?;
-    }
-    Ok(())
 }
 
 /// Appends an access at `now`, keeping the last `cap` timestamps.
 pub fn bump_access(e: &mut MemoryEntry, now: crate::model::Timestamp, cap: usize) {
-    e.last_accessed = Some(now);
-    e.access_count = e.access_count.saturating_add(1);
-    e.access_timestamps.push(now);
-    if e.access_timestamps.len() > cap {
-        let extra = e.access_timestamps.len() - cap;
-        e.access_timestamps.drain(..extra);
-    }
+    e.record_access(now, cap);
 }

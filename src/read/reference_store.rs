@@ -129,7 +129,9 @@ impl Memory {
             outcome.accessed.iter().filter_map(|a| state.entry(&a.store, &a.id).cloned()).collect();
         if grown || !updated.is_empty() {
             let corpus: Vec<String> = state.bm25.contents().map(str::to_owned).collect();
-            self.write_lazy(|w| {
+            // The entries were read through the access overlay: bring the store to
+            // the same point before writing them back.
+            self.store.write_current(false, |w| {
                 for e in updated {
                     if let Some(d) = w.docno_of(&e.id)? {
                         w.replace(d, e)?;

@@ -96,7 +96,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     let mut report = CheckReport::default();
     let mut exp = Expected::default();
     for (layer, domain) in r.entry_tables()? {
-        for (docno, e) in r.table_entries(&layer, &domain)? {
+        for (docno, e) in r.stored_table_entries(&layer, &domain)? {
             report.entries += 1;
             if report.entries % 10_000 == 0 {
                 progress(report.entries);

@@ -44,6 +44,18 @@ pub struct DocInfo {
 }
 
 impl DocInfo {
+    /// Records an access at `at_us` (µs since the epoch) as
+    /// [`MemoryEntry::record_access`] does on the entry, so the record stays what
+    /// [`DocInfo::from_entry`] makes of the accessed entry.
+    pub fn record_access(&mut self, at_us: i64, cap: usize) {
+        self.access_count = self.access_count.saturating_add(1);
+        self.access.push(at_us);
+        if self.access.len() > cap {
+            let extra = self.access.len() - cap;
+            self.access.drain(..extra);
+        }
+    }
+
     /// Builds the record for `entry` with document length `doc_len`.
     #[must_use]
     pub fn from_entry(entry: &MemoryEntry, doc_len: u32) -> Self {

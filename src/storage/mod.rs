@@ -4,6 +4,7 @@
 //! once per transaction and keeps each index exact as entries are inserted, replaced
 //! and removed; reads go through [`Reader`], a consistent snapshot.
 
+mod access_log;
 pub mod check;
 mod codec;
 mod docinfo;
@@ -58,7 +59,12 @@ pub mod meta_keys {
     pub const SOUL_EXTRAS: &str = "soul_extras";
     /// Version of the postings tail (u64 LE, random; absent or 0: empty tail).
     pub const TAIL_VERSION: &str = "posting_tail_version";
+    /// Sequence number of the last access record written (u64 LE; absent: 0), see
+    /// [`super::access_log`].
+    pub const ACCESS_APPLIED: &str = "access_applied";
 }
+
+pub use access_log::{FLUSH_AT as ACCESS_FLUSH_AT, FLUSH_CHUNK as ACCESS_FLUSH_CHUNK};
 
 /// Corpus-wide counters kept incrementally.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -83,6 +89,8 @@ pub struct Store {
     carry: parking_lot::Mutex<writer::Carry>,
     /// The indexed postings tail of the latest version a reader has seen.
     tails: tail::TailCache,
+    /// Access records not yet written (see [`access_log`]).
+    access: std::sync::Arc<access_log::AccessLog>,
 }
 
 impl std::fmt::Debug for Store {
@@ -279,12 +287,32 @@ impl Store {
                 profile
             }
         };
+        let applied = {
+            let rtx = db.begin_read()?;
+            let meta = rtx.open_table(META)?;
+            access_applied(meta.get(meta_keys::ACCESS_APPLIED)?.map(|v| v.value().to_vec()))?
+        };
         Ok(Self {
             db,
             profile,
             carry: parking_lot::Mutex::new(writer::Carry::default()),
             tails: tail::TailCache::default(),
+            access: std::sync::Arc::new(access_log::AccessLog::new(
+                applied,
+                crate::Settings::for_profile(profile).access_history_cap,
+            )),
         })
+    }
+
+    /// Records an access at `at` on each of `docnos`, to be written by the next
+    /// write transaction (see [`access_log`]). Returns the records pending.
+    pub(crate) fn record_access(&self, docnos: &[u64], at: crate::model::Timestamp) -> usize {
+        self.access.record(docnos, at)
+    }
+
+    /// Sets how many access timestamps a memory keeps (for records written later).
+    pub(crate) fn set_access_cap(&self, cap: usize) {
+        self.access.set_cap(cap);
     }
 
     /// The profile the store was created with.
@@ -315,12 +343,32 @@ impl Store {
 
     /// A consistent read snapshot.
     pub fn read(&self) -> Result<Reader> {
-        Reader::open(self.db.begin_read()?, self.profile, &self.tails)
+        Reader::open(self.db.begin_read()?, self.profile, &self.tails, &self.access)
     }
 
     /// redb's own integrity check (verifies checksums, repairs nothing on success).
     pub fn check_integrity(&mut self) -> Result<bool> {
         self.db.check_integrity().map_err(|e| Error::Storage(e.to_string()))
+    }
+}
+
+/// Decodes meta [`meta_keys::ACCESS_APPLIED`] (absent: 0).
+pub(crate) fn access_applied(v: Option<Vec<u8>>) -> Result<u64> {
+    match v {
+        None => Ok(0),
+        Some(b) => <[u8; 8]>::try_from(b.as_slice())
+            .map(u64::from_le_bytes)
+            .map_err(|_| Error::Corrupted("access sequence number is not 8 bytes".into())),
+    }
+}
+
+impl Drop for Store {
+    /// Writes the pending access records, durably (best effort: on failure they are
+    /// lost, as after a crash; no memory is).
+    fn drop(&mut self) {
+        if !self.access.is_empty() {
+            let _ = self.write_current(true, |_| Ok(()));
+        }
     }
 }
 
@@ -406,27 +454,46 @@ mod tests {
     }
 
     #[test]
-    fn access_updates_write_back_only_an_unchanged_entry() {
-        use crate::model::{MemoryEntry, MemoryType};
+    fn reads_overlay_access_records_until_a_write_holds_them() {
+        use crate::model::{MemoryEntry, MemoryType, time};
         let store = Store::in_memory(Profile::Default).expect("store");
-        let d = store
-            .write(false, |w| w.insert(MemoryEntry::new(MemoryType::Semantic, "tea".to_owned())))
-            .expect("insert");
-        let seen = store.read().and_then(|r| r.get(d)).expect("read").expect("stored");
-        let mut bumped = seen.clone();
-        bumped.access_count += 1;
-        // Changed since it was read: not written back.
-        let mut newer = seen.clone();
-        newer.content = "coffee".into();
-        store.write(false, |w| w.replace(d, newer.clone())).expect("replace");
-        assert!(!store.write(false, |w| w.replace_access(d, &seen, &bumped)).expect("write"));
-        assert_eq!(store.read().and_then(|r| r.get(d)).expect("read"), Some(newer.clone()));
-        // Unchanged: written back, with its compact record.
-        let mut bumped = newer.clone();
-        bumped.access_count += 1;
-        assert!(store.write(false, |w| w.replace_access(d, &newer, &bumped)).expect("write"));
-        let r = store.read().expect("read");
-        assert_eq!(r.get(d).expect("get"), Some(bumped.clone()));
-        assert_eq!(r.docinfo(d).expect("info").map(|i| i.access_count), Some(bumped.access_count));
+        let add = |text: &str| {
+            store
+                .write(false, |w| w.insert(MemoryEntry::new(MemoryType::Semantic, text.to_owned())))
+                .expect("insert")
+        };
+        let (a, b) = (add("tea"), add("coffee"));
+        let t = |s: &str| time::parse_timestamp(s).expect("ts");
+        let stored = |d: u64| store.write(false, |w| w.get(d)).expect("get").expect("stored");
+        store.record_access(&[a, b], t("2025-01-01T00:00:01"));
+        store.record_access(&[a], t("2025-01-01T00:00:02"));
+        let seen = |d: u64| {
+            let r = store.read().expect("read");
+            let e = r.get(d).expect("get").expect("stored");
+            let info = r.docinfo(d).expect("info").expect("info");
+            // The overlaid record is exactly the record of the overlaid entry.
+            assert_eq!(info, DocInfo::from_entry(&e, info.doc_len));
+            e
+        };
+        assert_eq!(seen(a).access_count, 2);
+        assert_eq!(seen(b).access_count, 1);
+        // A plain write reads and leaves the entries as stored.
+        store.write(false, |w| w.meta_put("x", b"1")).expect("write");
+        assert_eq!(stored(a).access_count, 0);
+        assert_eq!(seen(a).access_count, 2);
+        // Writing the oldest record only: `a`'s first access and nothing else.
+        store.flush_access(1).expect("flush");
+        assert_eq!(stored(a).access_count, 1);
+        assert_eq!(stored(b).access_count, 0);
+        assert_eq!((seen(a).access_count, seen(b).access_count), (2, 1));
+        // Writing the rest: the store holds what the reads showed, once.
+        store.write_current(false, |_| Ok(())).expect("write");
+        assert!(store.access.is_empty());
+        assert_eq!(stored(a), seen(a));
+        assert_eq!(stored(b), seen(b));
+        assert_eq!(
+            stored(a).access_timestamps,
+            vec![t("2025-01-01T00:00:01"), t("2025-01-01T00:00:02")]
+        );
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use redb::{ReadOnlyTable, ReadTransaction, TableHandle};
 
+use super::access_log::{AccessLog, AccessView};
 use super::codec::decode;
 use super::docinfo::DocInfo;
 use super::schema::{self, *};
@@ -42,11 +43,22 @@ pub struct Reader {
     stats: CorpusStats,
     /// The postings tail of this snapshot, indexed (see [`super::tail`]).
     pub(crate) tail: Arc<TailIndex>,
+    /// Access records this snapshot does not hold, overlaid on what it reads.
+    access: AccessView,
 }
 
 impl Reader {
-    pub(crate) fn open(txn: ReadTransaction, profile: Profile, tails: &TailCache) -> Result<Self> {
+    pub(crate) fn open(
+        txn: ReadTransaction,
+        profile: Profile,
+        tails: &TailCache,
+        access: &Arc<AccessLog>,
+    ) -> Result<Self> {
         let meta = txn.open_table(META)?;
+        let applied = super::access_applied(
+            meta.get(meta_keys::ACCESS_APPLIED)?.map(|v| v.value().to_vec()),
+        )?;
+        let access = AccessView::live(access, applied);
         let stats = match meta.get(meta_keys::STATS)? {
             Some(v) => decode(v.value(), "corpus stats")?,
             None => CorpusStats::default(),
@@ -85,8 +97,15 @@ impl Reader {
             entry_tables: Mutex::new(HashMap::new()),
             stats,
             tail,
+            access,
             txn,
         })
+    }
+
+    /// Makes the snapshot independent of access records made after it was taken
+    /// being written (for snapshots kept a long time).
+    pub(crate) fn freeze_access(&mut self) {
+        self.access = self.access.frozen();
     }
 
     /// Every posting of `term` in this snapshot (blocks, then tail), ascending.
@@ -142,7 +161,11 @@ impl Reader {
 
     /// The compact record of `docno`.
     pub fn docinfo(&self, docno: u64) -> Result<Option<DocInfo>> {
-        query::docinfo(&self.docs, docno)
+        let mut info = query::docinfo(&self.docs, docno)?;
+        if let Some(i) = &mut info {
+            self.access.info(docno, i);
+        }
+        Ok(info)
     }
 
     /// The entry at `docno` of table `(layer, domain)`.
@@ -158,10 +181,14 @@ impl Reader {
                 Err(e) => return Err(e.into()),
             }
         }
-        match tables.get(&name) {
-            Some(t) => query::entry(t, docno),
-            None => Ok(None),
+        let mut e = match tables.get(&name) {
+            Some(t) => query::entry(t, docno)?,
+            None => None,
+        };
+        if let Some(e) = &mut e {
+            self.access.entry(docno, e);
         }
+        Ok(e)
     }
 
     /// The entry at `docno`.
@@ -183,6 +210,20 @@ impl Reader {
 
     /// Every `(docno, entry)` of table `(layer, domain)` in docno order.
     pub fn table_entries(&self, layer: &str, domain: &str) -> Result<Vec<(u64, MemoryEntry)>> {
+        let mut out = self.stored_table_entries(layer, domain)?;
+        for (d, e) in &mut out {
+            self.access.entry(*d, e);
+        }
+        Ok(out)
+    }
+
+    /// As [`Reader::table_entries`], as stored: without the access records not
+    /// written yet (for checking the entries against the indexes).
+    pub fn stored_table_entries(
+        &self,
+        layer: &str,
+        domain: &str,
+    ) -> Result<Vec<(u64, MemoryEntry)>> {
         let name = schema::entry_table_name(layer, domain)?;
         let table = match self.txn.open_table(schema::entry_table(&name)) {
             Ok(t) => t,

@@ -84,6 +84,38 @@ impl Store {
         clear: bool,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
     ) -> Result<T> {
+        self.transact(durable, clear, 0, f)
+    }
+
+    /// [`Store::write`] on the store with every pending access record written first,
+    /// for writes that store entries read through the overlay (an `update` of an
+    /// entry from `get`): written as they are, they already hold those accesses.
+    pub(crate) fn write_current<T>(
+        &self,
+        durable: bool,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
+    ) -> Result<T> {
+        self.transact(durable, false, u64::MAX, f)
+    }
+
+    /// Writes the oldest `n` pending access records (and nothing else), without
+    /// fsync: recall's way of keeping the log short in a store nothing else writes.
+    pub(crate) fn flush_access(&self, n: u64) -> Result<()> {
+        match self.access.first() {
+            Some(first) => self.transact(false, false, first.saturating_add(n - 1), |_| Ok(())),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Store::write_cleared`], applying the pending access records numbered up to
+    /// `access_upto` first.
+    fn transact<T>(
+        &self,
+        durable: bool,
+        clear: bool,
+        access_upto: u64,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
+    ) -> Result<T> {
         let txn = self.begin_write(durable)?;
         // Taken while the transaction runs: left empty if it fails, so the next
         // transaction starts from what is stored.
@@ -92,17 +124,26 @@ impl Store {
         if clear {
             clear_all(&txn, self.profile)?;
         }
-        let (out, next, (version, change)) = {
+        let (out, next, (version, change), applied) = {
             let mut w = Writer::open(&txn, self.profile)?;
-            if !clear {
+            // Pending access records up to `access_upto` first; on an emptied store
+            // they are void (their memories are gone). `f` reads entries as stored:
+            // what it writes back of them keeps the records not written yet valid.
+            let applied = if clear {
+                let last = self.access.last();
+                w.meta_put(meta_keys::ACCESS_APPLIED, &last.to_le_bytes())?;
+                last
+            } else {
                 w.resume(kept);
-            }
+                w.apply_access(&self.access, access_upto)?
+            };
             let out = f(&mut w)?;
             w.flush()?;
             let change = w.take_tail_change();
-            (out, w.into_carry(), change)
+            (out, w.into_carry(), change, applied)
         };
         txn.commit()?;
+        self.access.prune(applied);
         *carry = next;
         self.tails.committed(version, &change);
         Ok(out)

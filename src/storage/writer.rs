@@ -287,6 +287,37 @@ impl<'t> Writer<'t> {
         Ok(())
     }
 
+    /// Writes the access records `log` holds after the store's last written one,
+    /// up to number `upto` (removed memories are skipped), and records the number of
+    /// the last written. Returns it.
+    pub(crate) fn apply_access(
+        &mut self,
+        log: &super::access_log::AccessLog,
+        upto: u64,
+    ) -> Result<u64> {
+        if log.is_empty() {
+            // Nothing pending; the stored number is current (records are only
+            // forgotten once a commit has written them).
+            return Ok(0);
+        }
+        let applied = super::access_applied(self.meta_get(super::meta_keys::ACCESS_APPLIED)?)?;
+        let (pending, upto) = log.unapplied(applied, upto);
+        if pending.is_empty() {
+            return Ok(applied);
+        }
+        let cap = log.cap();
+        for (docno, times) in pending {
+            if let Some(mut e) = self.get(docno)? {
+                for t in times {
+                    e.record_access(t, cap);
+                }
+                self.replace(docno, e)?;
+            }
+        }
+        self.meta_put(super::meta_keys::ACCESS_APPLIED, &upto.to_le_bytes())?;
+        Ok(upto)
+    }
+
     /// The docno of memory `id`.
     pub fn docno_of(&self, id: &str) -> Result<Option<u64>> {
         query::docno_of(&self.ids, id)
@@ -557,31 +588,6 @@ impl<'t> Writer<'t> {
         let record = encode(&entry)?;
         self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;
         Ok(())
-    }
-
-    /// Stores `updated` at `docno` if the stored entry is still exactly `seen`
-    /// (compared as stored bytes, without decoding it), where `updated` differs
-    /// from `seen` only in access metadata (nothing an index derives from).
-    /// Returns whether it did; callers fall back to [`Writer::replace`].
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub(crate) fn replace_access(
-        &mut self,
-        docno: u64,
-        seen: &MemoryEntry,
-        updated: &MemoryEntry,
-    ) -> Result<bool> {
-        let Some(info) = self.docinfo(docno)? else { return Ok(false) };
-        let expected = encode(seen)?;
-        let table = self.entry_table(&info.layer, &info.domain)?;
-        if table.get(docno)?.is_none_or(|v| v.value() != expected.as_slice()) {
-            return Ok(false);
-        }
-        let record = encode(updated)?;
-        table.insert(docno, record.as_slice())?;
-        self.put_info(docno, DocInfo::from_entry(updated, info.doc_len))?;
-        Ok(true)
     }
 
     /// Removes the entry at `docno` and every index row of it. Returns the entry.

@@ -74,6 +74,13 @@ pub struct RecallArgs {
     /// Filter each query by its user.
     #[arg(long)]
     user: bool,
+    /// Run durable observes in a second thread meanwhile (an agent serving several
+    /// conversations); the store is copied first and the copy written.
+    #[arg(long)]
+    concurrent: bool,
+    /// With --concurrent: milliseconds the observe thread waits after each observe.
+    #[arg(long, default_value_t = 5)]
+    pace_ms: u64,
     /// Corpus seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -168,30 +175,70 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     if !a.store.exists() {
         anyhow::bail!("{} does not exist (build one with bench scale --keep)", a.store.display());
     }
-    let mut settings = soulmem::Settings::for_profile(soulmem::Profile::Default);
-    settings.durable = false;
-    let mem = Memory::builder().settings(settings).open(&a.store)?;
-    let queries = Corpus::new(a.seed).queries(a.queries);
+    let copy = a.store.with_extension("recall.redb");
+    let mem = if a.concurrent {
+        std::fs::copy(&a.store, &copy).with_context(|| format!("copying to {}", copy.display()))?;
+        Memory::open(&copy)?
+    } else {
+        let mut settings = soulmem::Settings::for_profile(soulmem::Profile::Default);
+        settings.durable = false;
+        Memory::builder().settings(settings).open(&a.store)?
+    };
+    let corpus = Corpus::new(a.seed);
+    let queries = corpus.queries(a.queries);
     let mut by_kind: std::collections::BTreeMap<&str, (Vec<f64>, u64)> = Default::default();
     let mut all = Vec::new();
     let pb = bar((queries.len() * a.repeat) as u64, "recall".into());
-    for _ in 0..a.repeat {
-        for q in &queries {
-            let mut rq = RecallQuery::new(&q.text);
-            if a.user {
-                rq.user_id = Some(q.user_id.clone());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let observed = std::thread::scope(|scope| -> anyhow::Result<(u64, f64)> {
+        let writer = a.concurrent.then(|| {
+            scope.spawn(|| -> anyhow::Result<(u64, f64)> {
+                let mut next = mem.count()?;
+                let mut took = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let ex = corpus.exchange(next);
+                    next += 1;
+                    let t = Instant::now();
+                    mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
+                    took.push(ms(t.elapsed()));
+                    std::thread::sleep(Duration::from_millis(a.pace_ms));
+                }
+                Ok((took.len() as u64, quantile(&mut took, 0.5)))
+            })
+        });
+        let mut run = || -> anyhow::Result<()> {
+            for _ in 0..a.repeat {
+                for q in &queries {
+                    let mut rq = RecallQuery::new(&q.text);
+                    if a.user {
+                        rq.user_id = Some(q.user_id.clone());
+                    }
+                    let t = Instant::now();
+                    let r = mem.recall(&rq)?;
+                    let e = ms(t.elapsed());
+                    let k = by_kind.entry(q.kind).or_default();
+                    k.0.push(e);
+                    k.1 += r.trace.postings_read;
+                    all.push(e);
+                    pb.inc(1);
+                }
             }
-            let t = Instant::now();
-            let r = mem.recall(&rq)?;
-            let e = ms(t.elapsed());
-            let k = by_kind.entry(q.kind).or_default();
-            k.0.push(e);
-            k.1 += r.trace.postings_read;
-            all.push(e);
-            pb.inc(1);
-        }
-    }
+            Ok(())
+        };
+        let ran = run();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let n = match writer {
+            Some(h) => h.join().map_err(|_| anyhow::anyhow!("the observe thread panicked"))??,
+            None => (0, f64::NAN),
+        };
+        ran.map(|()| n)
+    })?;
     pb.finish_and_clear();
+    drop(mem);
+    if a.concurrent {
+        let _ = std::fs::remove_file(&copy);
+        println!("observes meanwhile: {}, p50 {:.3} ms", observed.0, observed.1);
+    }
     println!("| kind | p50_ms | p99_ms | postings_per_recall |");
     println!("|---|---:|---:|---:|");
     for (kind, (mut v, postings)) in by_kind {

@@ -1,0 +1,218 @@
+//! Access records not yet written to the store.
+//!
+//! Recall records an access on every memory it returns (ACT-R's frequency and
+//! recency). Writing those records in a transaction of its own made every recall a
+//! writer: a commit per recall (about a fifth of a recall's time at 1M memories) and
+//! a wait for the write lock whenever an observe was committing. Instead, recall
+//! appends them here, and every write transaction writes the pending records first
+//! ([`super::Writer`] then sees every access recorded before it began), as does a
+//! recall that finds more than [`FLUSH_AT`] records pending, and closing the store.
+//!
+//! Reads overlay the pending records on what they read from the store
+//! ([`AccessView`]), so a recall, `get` or export sees exactly what it would see had
+//! each access been written at once. Each record has a sequence number; the store
+//! keeps the number of the last record written (meta [`super::meta_keys::ACCESS_APPLIED`])
+//! in the same transaction as the records, so a read snapshot overlays precisely the
+//! records its snapshot does not hold, and a writer never applies one twice.
+//!
+//! Durability is that of the writes they replaced (committed without fsync): a
+//! crash loses at most the access records since the last commit, never a memory.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use super::docinfo::DocInfo;
+use crate::model::{MemoryEntry, Timestamp, time};
+
+/// Pending records past which a recall also writes the oldest [`FLUSH_CHUNK`].
+pub const FLUSH_AT: usize = 1024;
+
+/// Records a recall writes when more than [`FLUSH_AT`] are pending.
+pub const FLUSH_CHUNK: u64 = 128;
+
+/// The pending access records of a store (see the module docs).
+#[derive(Debug)]
+pub(crate) struct AccessLog {
+    state: Mutex<State>,
+    /// Records pending: lets reads skip the lock when there are none.
+    pending: AtomicUsize,
+    /// Timestamps kept per memory ([`crate::Settings::access_history_cap`]).
+    cap: AtomicUsize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Sequence number of the last record.
+    last: u64,
+    /// Per memory, its pending records in order: `(sequence number, when)`.
+    by_doc: HashMap<u64, Vec<(u64, Timestamp)>>,
+}
+
+/// Per memory, the accesses a writer applies: `(docno, times in order)`.
+pub(crate) type Unapplied = Vec<(u64, Vec<Timestamp>)>;
+
+impl AccessLog {
+    /// An empty log continuing after record `applied` (the store's last written).
+    pub(crate) fn new(applied: u64, cap: usize) -> Self {
+        Self {
+            state: Mutex::new(State { last: applied, by_doc: HashMap::new() }),
+            pending: AtomicUsize::new(0),
+            cap: AtomicUsize::new(cap),
+        }
+    }
+
+    /// Timestamps kept per memory.
+    pub(crate) fn cap(&self) -> usize {
+        self.cap.load(Ordering::Relaxed)
+    }
+
+    /// Sets the timestamps kept per memory.
+    pub(crate) fn set_cap(&self, cap: usize) {
+        self.cap.store(cap, Ordering::Relaxed);
+    }
+
+    /// Whether no record is pending.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pending.load(Ordering::Acquire) == 0
+    }
+
+    /// Records an access at `at` on each of `docnos`. Returns the records pending.
+    pub(crate) fn record(&self, docnos: &[u64], at: Timestamp) -> usize {
+        let mut s = self.state.lock();
+        for &d in docnos {
+            s.last += 1;
+            let seq = s.last;
+            s.by_doc.entry(d).or_default().push((seq, at));
+        }
+        self.pending.fetch_add(docnos.len(), Ordering::AcqRel) + docnos.len()
+    }
+
+    /// Sequence number of the last record.
+    pub(crate) fn last(&self) -> u64 {
+        self.state.lock().last
+    }
+
+    /// The records numbered in `(applied, limit]`, per memory in docno order, and
+    /// the number of the last of them (`applied` when there are none).
+    pub(crate) fn unapplied(&self, applied: u64, limit: u64) -> (Unapplied, u64) {
+        let s = self.state.lock();
+        let mut last = applied;
+        let mut out: Unapplied = Vec::new();
+        for (&d, recs) in &s.by_doc {
+            let mut times = Vec::new();
+            for &(seq, t) in recs.iter().filter(|(seq, _)| *seq > applied && *seq <= limit) {
+                times.push(t);
+                last = last.max(seq);
+            }
+            if !times.is_empty() {
+                out.push((d, times));
+            }
+        }
+        out.sort_unstable_by_key(|(d, _)| *d);
+        (out, last)
+    }
+
+    /// The number of the oldest pending record.
+    pub(crate) fn first(&self) -> Option<u64> {
+        let s = self.state.lock();
+        s.by_doc.values().filter_map(|recs| recs.first().map(|r| r.0)).min()
+    }
+
+    /// Forgets the records up to `upto` (written by a committed transaction).
+    pub(crate) fn prune(&self, upto: u64) {
+        let mut s = self.state.lock();
+        let mut dropped = 0usize;
+        s.by_doc.retain(|_, recs| {
+            let before = recs.len();
+            recs.retain(|(seq, _)| *seq > upto);
+            dropped += before - recs.len();
+            !recs.is_empty()
+        });
+        self.pending.fetch_sub(dropped, Ordering::AcqRel);
+    }
+
+    /// The records of `docno` in `(applied, upto]`, in order.
+    fn times(&self, docno: u64, applied: u64, upto: u64) -> Vec<Timestamp> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let s = self.state.lock();
+        s.by_doc.get(&docno).map_or_else(Vec::new, |recs| {
+            recs.iter().filter(|(seq, _)| *seq > applied && *seq <= upto).map(|&(_, t)| t).collect()
+        })
+    }
+}
+
+/// What a read snapshot overlays on the access metadata it reads.
+#[derive(Debug, Clone)]
+pub(crate) enum AccessView {
+    /// Nothing (a store without a log).
+    None,
+    /// The records of the live log in `(applied, upto]`: after the snapshot's last
+    /// written record, up to the last record made when the snapshot was taken.
+    Live { log: Arc<AccessLog>, applied: u64, upto: u64 },
+    /// A copy of them, for long-lived snapshots (the live log forgets records once
+    /// they are written, which such a snapshot would not see).
+    Frozen { times: Arc<HashMap<u64, Vec<Timestamp>>>, cap: usize },
+}
+
+impl AccessView {
+    /// The view of `log` for a snapshot whose last written record is `applied`.
+    pub(crate) fn live(log: &Arc<AccessLog>, applied: u64) -> Self {
+        let upto = log.last();
+        if upto <= applied {
+            return Self::None;
+        }
+        Self::Live { log: Arc::clone(log), applied, upto }
+    }
+
+    /// The same view, no longer depending on the live log.
+    pub(crate) fn frozen(&self) -> Self {
+        match self {
+            Self::Live { log, applied, upto } => {
+                let s = log.state.lock();
+                let mut copy: HashMap<u64, Vec<Timestamp>> = HashMap::new();
+                for (&d, recs) in &s.by_doc {
+                    let times: Vec<Timestamp> = recs
+                        .iter()
+                        .filter(|(seq, _)| seq > applied && seq <= upto)
+                        .map(|&(_, t)| t)
+                        .collect();
+                    if !times.is_empty() {
+                        copy.insert(d, times);
+                    }
+                }
+                Self::Frozen { times: Arc::new(copy), cap: log.cap() }
+            }
+            other => other.clone(),
+        }
+    }
+
+    /// The pending accesses of `docno`, in order, and the timestamps kept.
+    fn times(&self, docno: u64) -> (Vec<Timestamp>, usize) {
+        match self {
+            Self::None => (Vec::new(), 0),
+            Self::Live { log, applied, upto } => (log.times(docno, *applied, *upto), log.cap()),
+            Self::Frozen { times, cap } => (times.get(&docno).cloned().unwrap_or_default(), *cap),
+        }
+    }
+
+    /// Adds the pending accesses of `docno` to its entry.
+    pub(crate) fn entry(&self, docno: u64, e: &mut MemoryEntry) {
+        let (times, cap) = self.times(docno);
+        for t in times {
+            e.record_access(t, cap);
+        }
+    }
+
+    /// Adds the pending accesses of `docno` to its compact record.
+    pub(crate) fn info(&self, docno: u64, info: &mut DocInfo) {
+        let (times, cap) = self.times(docno);
+        for t in times {
+            info.record_access(time::to_micros(&t), cap);
+        }
+    }
+}
