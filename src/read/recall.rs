@@ -23,6 +23,10 @@ pub const SYNONYM_WEIGHT: f64 = 0.4;
 /// Related entities followed per query.
 pub const MAX_GRAPH_TERMS: usize = 8;
 
+/// Pools at least this large are ranked in parallel: below it, handing the work to
+/// the thread pool (and waking its threads) costs more than scoring in place.
+const PARALLEL_RANKING: usize = 256;
+
 /// Query terms for the default profile: tokens minus stop-words, stemmed, plus
 /// their synonyms at a lower weight.
 #[must_use]
@@ -383,7 +387,7 @@ impl Memory {
             }
         }
 
-        // Rank in parallel on soulmem's pool; ties go to the older memory (lower
+        // Rank (in parallel on soulmem's pool when it is large); ties go to the older memory (lower
         // docno), so the same history ranks the same way in every store and replay
         // (ids are random).
         let fusion = Fusion::new(
@@ -391,14 +395,7 @@ impl Memory {
             self.settings.hybrid_fusion,
             self.settings.hybrid_weight.clamp(0.0, 1.0),
         );
-        let mut scored: Vec<(ScoreParts, usize)> = self.install(|| {
-            pool.par_iter().enumerate().map(|(i, p)| (fusion.score(p, now_us), i)).collect()
-        });
-        scored.sort_by(|a, b| {
-            b.0.total
-                .total_cmp(&a.0.total)
-                .then_with(|| pool[a.1].cand.docno.cmp(&pool[b.1].cand.docno))
-        });
+        let mut scored = self.rank(&pool, &fusion, now_us, pool.len() >= PARALLEL_RANKING);
         if qvec.is_some() && fusion.kind == HybridFusion::Rrf {
             rank_fuse(&mut scored, &pool, fusion.lambda);
         }
@@ -477,6 +474,29 @@ impl Memory {
         Ok(out)
     }
 
+    /// Scores every pooled memory, best first (exact ties: lower docno first), in
+    /// parallel on soulmem's pool or in place.
+    fn rank(
+        &self,
+        pool: &[Pooled],
+        fusion: &Fusion,
+        now_us: i64,
+        parallel: bool,
+    ) -> Vec<(ScoreParts, usize)> {
+        let score = |(i, p): (usize, &Pooled)| (fusion.score(p, now_us), i);
+        let mut scored: Vec<(ScoreParts, usize)> = if parallel {
+            self.install(|| pool.par_iter().enumerate().map(score).collect())
+        } else {
+            pool.iter().enumerate().map(score).collect()
+        };
+        scored.sort_by(|a, b| {
+            b.0.total
+                .total_cmp(&a.0.total)
+                .then_with(|| pool[a.1].cand.docno.cmp(&pool[b.1].cand.docno))
+        });
+        scored
+    }
+
     /// Records an access at `now` on each memory (bounded history). The records are
     /// written by the next write transaction; when more than
     /// [`crate::storage::ACCESS_FLUSH_AT`] are pending, the oldest
@@ -496,4 +516,40 @@ impl Memory {
 /// Appends an access at `now`, keeping the last `cap` timestamps.
 pub fn bump_access(e: &mut MemoryEntry, now: crate::model::Timestamp, cap: usize) {
     e.record_access(now, cap);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{MemoryEntry, MemoryType};
+
+    /// Ranking in parallel and in place give the same order and the same scores.
+    #[test]
+    fn parallel_and_in_place_ranking_agree() {
+        let mem = Memory::open_in_memory().expect("open");
+        let now_us = 1_700_000_000_000_000i64;
+        let pool: Vec<Pooled> = (0..(3 * PARALLEL_RANKING as u64))
+            .map(|d| {
+                let mut e = MemoryEntry::new(MemoryType::Episodic, format!("memory {d}"));
+                e.importance = 1 + (d % 10) as u8;
+                e.significance = (d % 7) as f64 / 7.0;
+                let mut info = DocInfo::from_entry(&e, 5);
+                info.created_at = now_us - (d as i64 % 50) * 3_600_000_000;
+                info.access = (0..(d % 4) as i64).map(|k| now_us - k * 60_000_000).collect();
+                Pooled {
+                    cand: Candidate { docno: d, bm25: (d % 13) as f64, info },
+                    source: "text".into(),
+                    cos: None,
+                }
+            })
+            .collect();
+        let fusion = Fusion::new(&pool, HybridFusion::MinMax, 0.5);
+        let order = |v: &[(ScoreParts, usize)]| -> Vec<(usize, u64)> {
+            v.iter().map(|(s, i)| (*i, s.total.to_bits())).collect()
+        };
+        let a = mem.rank(&pool, &fusion, now_us, true);
+        let b = mem.rank(&pool, &fusion, now_us, false);
+        assert_eq!(order(&a), order(&b));
+        assert!(a.windows(2).all(|w| w[0].0.total >= w[1].0.total), "not best first");
+    }
 }
