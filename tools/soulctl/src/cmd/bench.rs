@@ -187,57 +187,26 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     let corpus = Corpus::new(a.seed);
     let queries = corpus.queries(a.queries);
     let mut by_kind: std::collections::BTreeMap<&str, (Vec<f64>, u64)> = Default::default();
-    let mut all = Vec::new();
+    let mut all: Vec<f64> = Vec::new();
     let pb = bar((queries.len() * a.repeat) as u64, "recall".into());
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let observed = std::thread::scope(|scope| -> anyhow::Result<(u64, f64)> {
-        let writer = a.concurrent.then(|| {
-            scope.spawn(|| -> anyhow::Result<(u64, f64)> {
-                let mut next = mem.count()?;
-                let mut took = Vec::new();
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let ex = corpus.exchange(next);
-                    next += 1;
-                    let t = Instant::now();
-                    mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
-                    took.push(ms(t.elapsed()));
-                    std::thread::sleep(Duration::from_millis(a.pace_ms));
-                }
-                Ok((took.len() as u64, quantile(&mut took, 0.5)))
-            })
-        });
-        let mut run = || -> anyhow::Result<()> {
-            for _ in 0..a.repeat {
-                for q in &queries {
-                    let mut rq = RecallQuery::new(&q.text);
-                    if a.user {
-                        rq.user_id = Some(q.user_id.clone());
-                    }
-                    let t = Instant::now();
-                    let r = mem.recall(&rq)?;
-                    let e = ms(t.elapsed());
-                    let k = by_kind.entry(q.kind).or_default();
-                    k.0.push(e);
-                    k.1 += r.trace.postings_read;
-                    all.push(e);
-                    pb.inc(1);
-                }
-            }
-            Ok(())
-        };
-        let ran = run();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let n = match writer {
-            Some(h) => h.join().map_err(|_| anyhow::anyhow!("the observe thread panicked"))??,
-            None => (0, f64::NAN),
-        };
-        ran.map(|()| n)
+    let mut next = mem.count()?;
+    let load = Load { repeat: a.repeat, user: a.user, pace_ms: a.concurrent.then_some(a.pace_ms) };
+    let mut got = time_concurrent(&mem, &corpus, &queries, &mut next, &load, &pb, |q, e, r| {
+        let k = by_kind.entry(q.kind).or_default();
+        k.0.push(e);
+        k.1 += r.trace.postings_read;
     })?;
+    all.append(&mut got.recalls);
     pb.finish_and_clear();
     drop(mem);
     if a.concurrent {
         let _ = std::fs::remove_file(&copy);
-        println!("observes meanwhile: {}, p50 {:.3} ms", observed.0, observed.1);
+        let n = got.observes.len();
+        println!(
+            "observes meanwhile: {n}, p50 {:.3} ms, p99 {:.3} ms",
+            quantile(&mut got.observes, 0.5),
+            quantile(&mut got.observes, 0.99)
+        );
     }
     println!("| kind | p50_ms | p99_ms | postings_per_recall |");
     println!("|---|---:|---:|---:|");
@@ -424,6 +393,89 @@ fn time_observes(
     Ok(out)
 }
 
+/// Recall latencies and observe latencies measured together.
+struct Concurrent {
+    /// Each recall, in ms.
+    recalls: Vec<f64>,
+    /// Each observe, in ms.
+    observes: Vec<f64>,
+}
+
+/// How [`time_concurrent`] recalls.
+struct Load {
+    /// Passes over the queries.
+    repeat: usize,
+    /// Filter each query by its user.
+    user: bool,
+    /// With a second thread observing, milliseconds it waits after each observe.
+    pace_ms: Option<u64>,
+}
+
+/// Times `load.repeat` passes of recalls over `queries`, while a second thread (with
+/// `load.pace_ms`) observes the corpus's exchanges from `*next` on, durably (other
+/// conversations of the same agent). `each` sees every recall and its time.
+fn time_concurrent(
+    mem: &Memory,
+    corpus: &Corpus,
+    queries: &[SynthQuery],
+    next: &mut u64,
+    load: &Load,
+    pb: &ProgressBar,
+    mut each: impl FnMut(&SynthQuery, f64, &soulmem::Recall),
+) -> anyhow::Result<Concurrent> {
+    let Load { repeat, user, pace_ms } = *load;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let start = *next;
+    std::thread::scope(|scope| -> anyhow::Result<Concurrent> {
+        let stop = &stop;
+        let writer = pace_ms.map(|pace_ms| {
+            scope.spawn(move || -> anyhow::Result<(Vec<f64>, u64)> {
+                let mut took = Vec::new();
+                let mut at = start;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let ex = corpus.exchange(at);
+                    at += 1;
+                    let t = Instant::now();
+                    mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
+                    took.push(ms(t.elapsed()));
+                    std::thread::sleep(Duration::from_millis(pace_ms));
+                }
+                Ok((took, at))
+            })
+        });
+        let mut recalls = Vec::with_capacity(queries.len() * repeat);
+        let mut run = || -> anyhow::Result<()> {
+            for _ in 0..repeat {
+                for q in queries {
+                    let mut rq = RecallQuery::new(&q.text);
+                    if user {
+                        rq.user_id = Some(q.user_id.clone());
+                    }
+                    let t = Instant::now();
+                    let r = mem.recall(&rq)?;
+                    let e = ms(t.elapsed());
+                    each(q, e, &r);
+                    recalls.push(e);
+                    pb.inc(1);
+                }
+            }
+            Ok(())
+        };
+        let ran = run();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let observes = match writer {
+            Some(h) => {
+                let (took, at) =
+                    h.join().map_err(|_| anyhow::anyhow!("the observe thread panicked"))??;
+                *next = at;
+                took
+            }
+            None => Vec::new(),
+        };
+        ran.map(|()| Concurrent { recalls, observes })
+    })
+}
+
 /// Times `batches` `observe_batch` transactions of `batch` exchanges each (from
 /// `*next` on): exchanges observed, wall time and CPU time spent in the calls.
 fn time_batches(
@@ -455,6 +507,10 @@ fn time_batches(
     }
     Ok((done, spent, cpu))
 }
+
+/// Milliseconds the observe thread of the concurrent measurement waits after each
+/// observe.
+const CONCURRENT_PACE_MS: u64 = 5;
 
 fn opts(user_id: &str, domain: &str) -> ObserveOptions {
     ObserveOptions { user_id: Some(user_id.to_owned()), domain: domain.to_owned() }
@@ -541,31 +597,12 @@ fn measure(
         by_domain.push(recall(&rq, &mut 0, &mut 0)?);
         pb.inc(1);
     }
-    // Recall without the access-recording write: what ranking alone costs.
-    let mut ro_mem_settings = mem.settings().clone();
-    ro_mem_settings.durable = false;
-    drop(mem);
-    let mem_nd = Memory::builder().settings(ro_mem_settings).open(&path)?;
-    let mut nondurable = Vec::new();
-    let c = cpu_time();
-    for q in queries {
-        let t = Instant::now();
-        mem_nd.recall(&RecallQuery::new(&q.text))?;
-        nondurable.push(ms(t.elapsed()));
-        pb.inc(1);
-    }
-    let nondurable_cpu = cpu_time().saturating_sub(c);
     pb.finish_and_clear();
-    drop(mem_nd);
-    let mem = Memory::open(&path)?;
     row.insert("recall_p50_ms".into(), round3(quantile(&mut plain, 0.5)));
     row.insert("recall_p99_ms".into(), round3(quantile(&mut plain, 0.99)));
-    row.insert("recall_nondurable_p50_ms".into(), round3(quantile(&mut nondurable, 0.5)));
-    row.insert("recall_nondurable_p99_ms".into(), round3(quantile(&mut nondurable, 0.99)));
     // Mean CPU per recall (all threads): robust to other load on the machine.
     let per = |d: Duration| round3(ms(d) / queries.len().max(1) as f64);
     row.insert("recall_cpu_mean_ms".into(), per(recall_cpu));
-    row.insert("recall_nondurable_cpu_mean_ms".into(), per(nondurable_cpu));
     row.insert("recall_user_p50_ms".into(), round3(quantile(&mut by_user, 0.5)));
     row.insert("recall_user_p99_ms".into(), round3(quantile(&mut by_user, 0.99)));
     row.insert("recall_domain_p50_ms".into(), round3(quantile(&mut by_domain, 0.5)));
@@ -594,6 +631,15 @@ fn measure(
         "ingest_per_cpu_s".into(),
         json!((done as f64 / cpu.as_secs_f64().max(1e-3)).round()),
     );
+
+    // Recall while another thread observes (paced, durable).
+    let pb = bar(queries.len() as u64, format!("concurrent {n}"));
+    let load = Load { repeat: 1, user: false, pace_ms: Some(CONCURRENT_PACE_MS) };
+    let mut got = time_concurrent(&mem, corpus, queries, &mut next, &load, &pb, |_, _, _| {})?;
+    pb.finish_and_clear();
+    row.insert("recall_concurrent_p50_ms".into(), round3(quantile(&mut got.recalls, 0.5)));
+    row.insert("recall_concurrent_p99_ms".into(), round3(quantile(&mut got.recalls, 0.99)));
+    row.insert("observe_concurrent_p50_ms".into(), round3(quantile(&mut got.observes, 0.5)));
     drop(mem);
     row.insert("peak_rss_mb".into(), if rss_reset { round3(peak_rss_mb()) } else { Value::Null });
 
@@ -681,10 +727,12 @@ const COLUMNS: &[&str] = &[
     "observe_cpu_mean_ms",
     "recall_p50_ms",
     "recall_p99_ms",
-    "recall_nondurable_p50_ms",
     "recall_cpu_mean_ms",
     "recall_user_p50_ms",
     "recall_after_observe_p50_ms",
+    "recall_concurrent_p50_ms",
+    "recall_concurrent_p99_ms",
+    "observe_concurrent_p50_ms",
     "tantivy_p50_ms",
     "sqlite_p50_ms",
     "bytes_per_memory",
