@@ -356,7 +356,7 @@ impl Allow for Sorted<'_> {
 /// decoded. Ties are broken by docno (the lower wins), then the result is sorted by
 /// score (ties: the lower docno).
 ///
-/// A first pass ranks without `accept` (only `allow`) and keeps twice `k`; their
+/// A first pass ranks without `accept` (only `allow`) and keeps `k + k/4 + 2`; their
 /// records are then read and checked in rank order. Only when fewer than `k` of
 /// them pass does a second pass run with `accept` applied to every memory that
 /// would place. Either way `accept` sees a memory at most once.
@@ -373,7 +373,9 @@ pub fn top_k(
     if k == 0 || stats.is_empty() {
         return Ok((Vec::new(), 0));
     }
-    let wide = k.saturating_mul(2).max(k + 8);
+    // Room for a few rejected memories: a smaller first pass prunes sooner (the
+    // k-th score it must beat is higher); the second pass covers the rest exactly.
+    let wide = k.saturating_add(k / 4 + 2);
     // One table of length norms for both passes.
     let norms = Norms::new(avgdl(r));
     let (held, mut read) = search(r, &norms, stats, wide, reborrow(&mut allow), &mut |_| Ok(true))?;
