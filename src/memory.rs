@@ -214,12 +214,13 @@ impl MemoryBuilder {
         let settings = self.settings.unwrap_or_else(|| Settings::for_profile(profile));
         store.set_access_cap(settings.access_history_cap);
         Memory {
-            store,
+            store: Arc::new(store),
             clock: self.clock,
             settings,
             pool: std::sync::OnceLock::new(),
             embedder: self.embedder,
             engine: self.engine,
+            access_writer: parking_lot::Mutex::new(None),
         }
     }
 }
@@ -230,12 +231,24 @@ impl MemoryBuilder {
 /// transaction: readers see a consistent snapshot, and a write is all or nothing.
 #[derive(Debug)]
 pub struct Memory {
-    pub(crate) store: Store,
+    pub(crate) store: Arc<Store>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) settings: Settings,
     pub(crate) pool: std::sync::OnceLock<Option<rayon::ThreadPool>>,
     pub(crate) embedder: Option<Arc<dyn Embedder>>,
     pub(crate) engine: Option<Arc<dyn CognitiveEngine>>,
+    /// The thread writing pending access records, if one was started.
+    access_writer: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Memory {
+    /// Waits for the access-record writer, so the store is closed (and the file
+    /// free to open again) when the `Memory` is gone.
+    fn drop(&mut self) {
+        if let Some(h) = self.access_writer.get_mut().take() {
+            let _ = h.join();
+        }
+    }
 }
 
 impl Memory {
@@ -340,6 +353,37 @@ impl Memory {
         match pool {
             Some(p) => p.install(f),
             None => f(),
+        }
+    }
+
+    /// Writes the oldest pending access records on a thread of its own, chunk by
+    /// chunk (so writers are not held up), until at most half of
+    /// [`crate::storage::ACCESS_FLUSH_AT`] are pending; does nothing when that
+    /// thread is already at it. Errors leave the records pending for the next write
+    /// or the close.
+    pub(crate) fn write_access_in_background(&self) {
+        use crate::storage::{ACCESS_FLUSH_AT, ACCESS_FLUSH_CHUNK};
+        let Some(mut slot) = self.access_writer.try_lock() else { return };
+        if slot.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        if let Some(done) = slot.take() {
+            let _ = done.join();
+        }
+        let store = Arc::clone(&self.store);
+        let spawned = std::thread::Builder::new().name("soulmem-access".into()).spawn(move || {
+            while store.access_pending() > ACCESS_FLUSH_AT / 2 {
+                if store.flush_access(ACCESS_FLUSH_CHUNK).is_err() {
+                    break;
+                }
+            }
+        });
+        match spawned {
+            Ok(h) => *slot = Some(h),
+            // No thread: write one chunk here.
+            Err(_) => {
+                let _ = self.store.flush_access(ACCESS_FLUSH_CHUNK);
+            }
         }
     }
 

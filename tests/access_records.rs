@@ -214,3 +214,36 @@ fn a_crash_loses_at_most_access_records_never_a_memory() {
     let report = mem.check(|_| {}).expect("check");
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+#[test]
+fn reads_never_lose_accesses_while_they_are_written_in_the_background() {
+    let mem = Memory::open_in_memory().expect("open");
+    let ids = fill(&mem, 12);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let recalls = (6 * soulmem::storage::ACCESS_FLUSH_AT) / 10;
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            // What one thread sees may only grow: a read begun later holds every
+            // access an earlier read saw, whether written by then or not.
+            let mut seen: HashMap<String, u32> = HashMap::new();
+            let mut checks = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for id in &ids {
+                    let n = mem.get(id).expect("get").expect("stored").access_count;
+                    let before = seen.insert(id.clone(), n).unwrap_or(0);
+                    assert!(n >= before, "{id}: {before} accesses seen, then {n}");
+                    checks += 1;
+                }
+            }
+            checks
+        });
+        let mut model = HashMap::new();
+        for i in 0..recalls {
+            recall(&mem, TOPICS[i % TOPICS.len()], &mut model);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let checks = reader.join().expect("reader");
+        assert!(checks > 0);
+        assert_counts(&mem, &ids, &model, "after the run");
+    });
+}

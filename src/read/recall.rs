@@ -497,17 +497,17 @@ impl Memory {
         scored
     }
 
-    /// Records an access at `now` on each memory (bounded history). The records are
-    /// written by the next write transaction; when more than
-    /// [`crate::storage::ACCESS_FLUSH_AT`] are pending, the oldest
-    /// [`crate::storage::ACCESS_FLUSH_CHUNK`] are written here, in a commit without
-    /// fsync. Reads see them at once.
+    /// Records an access at `now` on each memory (bounded history). Reads see the
+    /// records at once; when more than [`crate::storage::ACCESS_FLUSH_AT`] are
+    /// pending, a thread of their own writes the oldest, in commits without fsync
+    /// (see [`Memory::write_access_in_background`]); closing the store writes the
+    /// rest.
     pub(crate) fn touch(&self, docnos: &[u64], now: crate::model::Timestamp) -> Result<()> {
         if docnos.is_empty() {
             return Ok(());
         }
         if self.store.record_access(docnos, now) > crate::storage::ACCESS_FLUSH_AT {
-            self.store.flush_access(crate::storage::ACCESS_FLUSH_CHUNK)?;
+            self.write_access_in_background();
         }
         Ok(())
     }

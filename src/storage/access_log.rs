@@ -4,19 +4,23 @@
 //! recency). Writing those records in a transaction of its own made every recall a
 //! writer: a commit per recall (about a fifth of a recall's time at 1M memories) and
 //! a wait for the write lock whenever an observe was committing. Instead, recall
-//! appends them here, and every write transaction writes the pending records first
-//! ([`super::Writer`] then sees every access recorded before it began), as does a
-//! recall that finds more than [`FLUSH_AT`] records pending, and closing the store.
+//! appends them here. They are written, oldest first, by a background thread once
+//! more than [`FLUSH_AT`] are pending (in commits of [`FLUSH_CHUNK`]), by a write
+//! that stores an entry read through them (`Memory::update`, see
+//! `Store::write_current`), and when the store is closed.
 //!
 //! Reads overlay the pending records on what they read from the store
 //! ([`AccessView`]), so a recall, `get` or export sees exactly what it would see had
-//! each access been written at once. Each record has a sequence number; the store
-//! keeps the number of the last record written (meta [`super::meta_keys::ACCESS_APPLIED`])
-//! in the same transaction as the records, so a read snapshot overlays precisely the
-//! records its snapshot does not hold, and a writer never applies one twice.
+//! each access been written at once. Other writers read entries as stored; what they
+//! write back keeps the records valid (they are applied on top later). Each record
+//! has a sequence number; the store keeps the number of the last record written
+//! (meta [`super::meta_keys::ACCESS_APPLIED`]) in the same transaction as the
+//! records, so a read snapshot overlays precisely the records its snapshot does not
+//! hold, and no record is applied twice.
 //!
 //! Durability is that of the writes they replaced (committed without fsync): a
-//! crash loses at most the access records since the last commit, never a memory.
+//! crash loses at most the access records since the last commit that wrote them,
+//! never a memory.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,17 +31,19 @@ use parking_lot::Mutex;
 use super::docinfo::DocInfo;
 use crate::model::{MemoryEntry, Timestamp, time};
 
-/// Pending records past which a recall also writes the oldest [`FLUSH_CHUNK`].
+/// Pending records past which they are written in the background, oldest first.
 pub const FLUSH_AT: usize = 1024;
 
-/// Records a recall writes when more than [`FLUSH_AT`] are pending.
+/// Records written per commit by the background writer.
 pub const FLUSH_CHUNK: u64 = 128;
 
 /// The pending access records of a store (see the module docs).
 #[derive(Debug)]
 pub(crate) struct AccessLog {
     state: Mutex<State>,
-    /// Records pending: lets reads skip the lock when there are none.
+    /// Records held (written or not): lets reads skip the lock when there are none.
+    held: AtomicUsize,
+    /// Records not written yet.
     pending: AtomicUsize,
     /// Timestamps kept per memory ([`crate::Settings::access_history_cap`]).
     cap: AtomicUsize,
@@ -45,10 +51,56 @@ pub(crate) struct AccessLog {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Sequence number of the last record.
+    /// Number of the last record made.
     last: u64,
-    /// Per memory, its pending records in order: `(sequence number, when)`.
+    /// Number of the last record the store holds (records are written in order).
+    written: u64,
+    /// Per memory, its records in order: `(number, when)`. Written records stay
+    /// while a read that began before they were written may still need them.
     by_doc: HashMap<u64, Vec<(u64, Timestamp)>>,
+    /// Open reads, by the `written` they began after: a read needs the records
+    /// after its own.
+    readers: std::collections::BTreeMap<u64, usize>,
+}
+
+impl State {
+    /// Drops the records no open read needs (written, and held by every snapshot).
+    fn collect(&mut self) -> usize {
+        let keep_after = self.readers.keys().next().map_or(self.written, |&r| r.min(self.written));
+        let mut dropped = 0usize;
+        self.by_doc.retain(|_, recs| {
+            let before = recs.len();
+            recs.retain(|(seq, _)| *seq > keep_after);
+            dropped += before - recs.len();
+            !recs.is_empty()
+        });
+        dropped
+    }
+}
+
+/// Registration of an open read (see [`AccessLog::open_read`]).
+#[derive(Debug)]
+pub(crate) struct ReadGuard {
+    log: Arc<AccessLog>,
+    after: u64,
+}
+
+impl Drop for ReadGuard {
+    fn drop(&mut self) {
+        let mut s = self.log.state.lock();
+        let first = s.readers.keys().next().copied();
+        if let Some(n) = s.readers.get_mut(&self.after) {
+            *n -= 1;
+            if *n == 0 {
+                s.readers.remove(&self.after);
+            }
+        }
+        // The oldest read is done: the records only it needed can go.
+        if first == Some(self.after) && s.written > self.after {
+            let dropped = s.collect();
+            self.log.held.fetch_sub(dropped, Ordering::AcqRel);
+        }
+    }
 }
 
 /// Per memory, the accesses a writer applies: `(docno, times in order)`.
@@ -58,7 +110,13 @@ impl AccessLog {
     /// An empty log continuing after record `applied` (the store's last written).
     pub(crate) fn new(applied: u64, cap: usize) -> Self {
         Self {
-            state: Mutex::new(State { last: applied, by_doc: HashMap::new() }),
+            state: Mutex::new(State {
+                last: applied,
+                written: applied,
+                by_doc: HashMap::new(),
+                readers: std::collections::BTreeMap::new(),
+            }),
+            held: AtomicUsize::new(0),
             pending: AtomicUsize::new(0),
             cap: AtomicUsize::new(cap),
         }
@@ -74,9 +132,14 @@ impl AccessLog {
         self.cap.store(cap, Ordering::Relaxed);
     }
 
-    /// Whether no record is pending.
+    /// Records not written yet.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// Whether every record is written.
     pub(crate) fn is_empty(&self) -> bool {
-        self.pending.load(Ordering::Acquire) == 0
+        self.pending() == 0
     }
 
     /// Records an access at `at` on each of `docnos`. Returns the records pending.
@@ -87,12 +150,20 @@ impl AccessLog {
             let seq = s.last;
             s.by_doc.entry(d).or_default().push((seq, at));
         }
-        self.pending.fetch_add(docnos.len(), Ordering::AcqRel) + docnos.len()
+        self.held.fetch_add(docnos.len(), Ordering::AcqRel);
+        let pending = usize::try_from(s.last - s.written).unwrap_or(usize::MAX);
+        self.pending.store(pending, Ordering::Release);
+        pending
     }
 
-    /// Sequence number of the last record.
-    pub(crate) fn last(&self) -> u64 {
-        self.state.lock().last
+    /// Registers a read about to begin its snapshot: the records after the last
+    /// one written so far are kept for it until the guard is dropped. (Its snapshot
+    /// holds at least those written so far.)
+    pub(crate) fn open_read(log: &Arc<AccessLog>) -> (ReadGuard, u64) {
+        let mut s = log.state.lock();
+        let after = s.written;
+        *s.readers.entry(after).or_default() += 1;
+        (ReadGuard { log: Arc::clone(log), after }, s.last)
     }
 
     /// The records numbered in `(applied, limit]`, per memory in docno order, and
@@ -115,28 +186,33 @@ impl AccessLog {
         (out, last)
     }
 
-    /// The number of the oldest pending record.
-    pub(crate) fn first(&self) -> Option<u64> {
-        let s = self.state.lock();
-        s.by_doc.values().filter_map(|recs| recs.first().map(|r| r.0)).min()
+    /// Number of the last record made.
+    pub(crate) fn last(&self) -> u64 {
+        self.state.lock().last
     }
 
-    /// Forgets the records up to `upto` (written by a committed transaction).
-    pub(crate) fn prune(&self, upto: u64) {
+    /// Number of the last record the store holds.
+    pub(crate) fn written(&self) -> u64 {
+        self.state.lock().written
+    }
+
+    /// Notes that a committed transaction wrote the records up to `upto`, and
+    /// drops those no open read needs.
+    pub(crate) fn committed(&self, upto: u64) {
         let mut s = self.state.lock();
-        let mut dropped = 0usize;
-        s.by_doc.retain(|_, recs| {
-            let before = recs.len();
-            recs.retain(|(seq, _)| *seq > upto);
-            dropped += before - recs.len();
-            !recs.is_empty()
-        });
-        self.pending.fetch_sub(dropped, Ordering::AcqRel);
+        if upto <= s.written {
+            return;
+        }
+        s.written = upto.min(s.last);
+        let pending = usize::try_from(s.last - s.written).unwrap_or(usize::MAX);
+        self.pending.store(pending, Ordering::Release);
+        let dropped = s.collect();
+        self.held.fetch_sub(dropped, Ordering::AcqRel);
     }
 
     /// The records of `docno` in `(applied, upto]`, in order.
     fn times(&self, docno: u64, applied: u64, upto: u64) -> Vec<Timestamp> {
-        if self.is_empty() {
+        if self.held.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
         let s = self.state.lock();
@@ -152,27 +228,28 @@ pub(crate) enum AccessView {
     /// Nothing (a store without a log).
     None,
     /// The records of the live log in `(applied, upto]`: after the snapshot's last
-    /// written record, up to the last record made when the snapshot was taken.
-    Live { log: Arc<AccessLog>, applied: u64, upto: u64 },
+    /// written record, up to the last record made when the snapshot was taken. The
+    /// guard keeps them in the log while the snapshot is open.
+    Live { log: Arc<AccessLog>, applied: u64, upto: u64, _guard: Arc<ReadGuard> },
     /// A copy of them, for long-lived snapshots (the live log forgets records once
     /// they are written, which such a snapshot would not see).
     Frozen { times: Arc<HashMap<u64, Vec<Timestamp>>>, cap: usize },
 }
 
 impl AccessView {
-    /// The view of `log` for a snapshot whose last written record is `applied`.
-    pub(crate) fn live(log: &Arc<AccessLog>, applied: u64) -> Self {
-        let upto = log.last();
+    /// The view of `log` for a snapshot whose last written record is `applied`,
+    /// registered (`guard`, `upto`) by [`AccessLog::open_read`] before it began.
+    pub(crate) fn live(log: &Arc<AccessLog>, applied: u64, guard: ReadGuard, upto: u64) -> Self {
         if upto <= applied {
             return Self::None;
         }
-        Self::Live { log: Arc::clone(log), applied, upto }
+        Self::Live { log: Arc::clone(log), applied, upto, _guard: Arc::new(guard) }
     }
 
     /// The same view, no longer depending on the live log.
     pub(crate) fn frozen(&self) -> Self {
         match self {
-            Self::Live { log, applied, upto } => {
+            Self::Live { log, applied, upto, .. } => {
                 let s = log.state.lock();
                 let mut copy: HashMap<u64, Vec<Timestamp>> = HashMap::new();
                 for (&d, recs) in &s.by_doc {
@@ -195,7 +272,7 @@ impl AccessView {
     fn times(&self, docno: u64) -> (Vec<Timestamp>, usize) {
         match self {
             Self::None => (Vec::new(), 0),
-            Self::Live { log, applied, upto } => (log.times(docno, *applied, *upto), log.cap()),
+            Self::Live { log, applied, upto, .. } => (log.times(docno, *applied, *upto), log.cap()),
             Self::Frozen { times, cap } => (times.get(&docno).cloned().unwrap_or_default(), *cap),
         }
     }

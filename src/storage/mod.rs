@@ -310,6 +310,11 @@ impl Store {
         self.access.record(docnos, at)
     }
 
+    /// Access records not written yet.
+    pub(crate) fn access_pending(&self) -> usize {
+        self.access.pending()
+    }
+
     /// Sets how many access timestamps a memory keeps (for records written later).
     pub(crate) fn set_access_cap(&self, cap: usize) {
         self.access.set_cap(cap);
@@ -343,7 +348,9 @@ impl Store {
 
     /// A consistent read snapshot.
     pub fn read(&self) -> Result<Reader> {
-        Reader::open(self.db.begin_read()?, self.profile, &self.tails, &self.access)
+        // Registered before the snapshot begins, so no record it lacks is dropped.
+        let (guard, upto) = access_log::AccessLog::open_read(&self.access);
+        Reader::open(self.db.begin_read()?, self.profile, &self.tails, &self.access, guard, upto)
     }
 
     /// redb's own integrity check (verifies checksums, repairs nothing on success).

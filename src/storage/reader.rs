@@ -6,7 +6,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use redb::{ReadOnlyTable, ReadTransaction, TableHandle};
 
-use super::access_log::{AccessLog, AccessView};
+use super::access_log::{AccessLog, AccessView, ReadGuard};
 use super::codec::decode;
 use super::docinfo::DocInfo;
 use super::schema::{self, *};
@@ -53,12 +53,14 @@ impl Reader {
         profile: Profile,
         tails: &TailCache,
         access: &Arc<AccessLog>,
+        guard: ReadGuard,
+        upto: u64,
     ) -> Result<Self> {
         let meta = txn.open_table(META)?;
         let applied = super::access_applied(
             meta.get(meta_keys::ACCESS_APPLIED)?.map(|v| v.value().to_vec()),
         )?;
-        let access = AccessView::live(access, applied);
+        let access = AccessView::live(access, applied, guard, upto);
         let stats = match meta.get(meta_keys::STATS)? {
             Some(v) => decode(v.value(), "corpus stats")?,
             None => CorpusStats::default(),

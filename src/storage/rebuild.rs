@@ -101,10 +101,11 @@ impl Store {
     /// Writes the oldest `n` pending access records (and nothing else), without
     /// fsync: recall's way of keeping the log short in a store nothing else writes.
     pub(crate) fn flush_access(&self, n: u64) -> Result<()> {
-        match self.access.first() {
-            Some(first) => self.transact(false, false, first.saturating_add(n - 1), |_| Ok(())),
-            None => Ok(()),
+        if self.access.is_empty() {
+            return Ok(());
         }
+        let upto = self.access.written().saturating_add(n);
+        self.transact(false, false, upto, |_| Ok(()))
     }
 
     /// [`Store::write_cleared`], applying the pending access records numbered up to
@@ -143,7 +144,7 @@ impl Store {
             (out, w.into_carry(), change, applied)
         };
         txn.commit()?;
-        self.access.prune(applied);
+        self.access.committed(applied);
         *carry = next;
         self.tails.committed(version, &change);
         Ok(out)
