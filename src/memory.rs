@@ -357,7 +357,7 @@ impl Memory {
     }
 
     /// Writes the oldest pending access records on a thread of its own, chunk by
-    /// chunk (so writers are not held up), until at most half of
+    /// chunk and giving way to other writers, until at most half of
     /// [`crate::storage::ACCESS_FLUSH_AT`] are pending; does nothing when that
     /// thread is already at it. Errors leave the records pending for the next write
     /// or the close.
@@ -372,10 +372,18 @@ impl Memory {
         }
         let store = Arc::clone(&self.store);
         let spawned = std::thread::Builder::new().name("soulmem-access".into()).spawn(move || {
+            let pause = std::time::Duration::from_micros(200);
             while store.access_pending() > ACCESS_FLUSH_AT / 2 {
+                // Other writers (observes) go first, unless the log grows far past
+                // its bound.
+                if store.writing() && store.access_pending() < 8 * ACCESS_FLUSH_AT {
+                    std::thread::sleep(pause);
+                    continue;
+                }
                 if store.flush_access(ACCESS_FLUSH_CHUNK).is_err() {
                     break;
                 }
+                std::thread::sleep(pause);
             }
         });
         match spawned {

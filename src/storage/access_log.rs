@@ -35,7 +35,7 @@ use crate::model::{MemoryEntry, Timestamp, time};
 pub const FLUSH_AT: usize = 1024;
 
 /// Records written per commit by the background writer.
-pub const FLUSH_CHUNK: u64 = 128;
+pub const FLUSH_CHUNK: u64 = 32;
 
 /// The pending access records of a store (see the module docs).
 #[derive(Debug)]

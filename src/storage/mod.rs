@@ -91,6 +91,9 @@ pub struct Store {
     tails: tail::TailCache,
     /// Access records not yet written (see [`access_log`]).
     access: std::sync::Arc<access_log::AccessLog>,
+    /// Write transactions other than the background access writer's, waiting for
+    /// the lock or running: that writer gives way to them.
+    writers: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Store {
@@ -297,6 +300,7 @@ impl Store {
             profile,
             carry: parking_lot::Mutex::new(writer::Carry::default()),
             tails: tail::TailCache::default(),
+            writers: std::sync::atomic::AtomicUsize::new(0),
             access: std::sync::Arc::new(access_log::AccessLog::new(
                 applied,
                 crate::Settings::for_profile(profile).access_history_cap,
@@ -308,6 +312,12 @@ impl Store {
     /// write transaction (see [`access_log`]). Returns the records pending.
     pub(crate) fn record_access(&self, docnos: &[u64], at: crate::model::Timestamp) -> usize {
         self.access.record(docnos, at)
+    }
+
+    /// Whether a write transaction (other than the access writer's) is waiting or
+    /// running.
+    pub(crate) fn writing(&self) -> bool {
+        self.writers.load(std::sync::atomic::Ordering::Acquire) > 0
     }
 
     /// Access records not written yet.

@@ -99,18 +99,35 @@ impl Store {
     }
 
     /// Writes the oldest `n` pending access records (and nothing else), without
-    /// fsync: recall's way of keeping the log short in a store nothing else writes.
+    /// fsync: the background access writer's transaction (not counted by
+    /// [`Store::writing`]).
     pub(crate) fn flush_access(&self, n: u64) -> Result<()> {
         if self.access.is_empty() {
             return Ok(());
         }
         let upto = self.access.written().saturating_add(n);
-        self.transact(false, false, upto, |_| Ok(()))
+        self.transact_uncounted(false, false, upto, |_| Ok(()))
     }
 
     /// [`Store::write_cleared`], applying the pending access records numbered up to
     /// `access_upto` first.
     fn transact<T>(
+        &self,
+        durable: bool,
+        clear: bool,
+        access_upto: u64,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
+    ) -> Result<T> {
+        // Counted while waiting and running: the background access writer gives
+        // way (see `Store::writing`).
+        self.writers.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let out = self.transact_uncounted(durable, clear, access_upto, f);
+        self.writers.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        out
+    }
+
+    /// [`Store::transact`] without counting itself as a writer.
+    fn transact_uncounted<T>(
         &self,
         durable: bool,
         clear: bool,
