@@ -387,9 +387,9 @@ impl Memory {
             }
         }
 
-        // Rank (in parallel on soulmem's pool when it is large); ties go to the older memory (lower
-        // docno), so the same history ranks the same way in every store and replay
-        // (ids are random).
+        // Rank (in parallel on soulmem's pool when the pool is large); ties go to the
+        // older memory (lower docno), so the same history ranks the same way in every
+        // store and replay (ids are random).
         let fusion = Fusion::new(
             &pool,
             self.settings.hybrid_fusion,

@@ -308,8 +308,8 @@ impl Store {
         })
     }
 
-    /// Records an access at `at` on each of `docnos`, to be written by the next
-    /// write transaction (see [`access_log`]). Returns the records pending.
+    /// Records an access at `at` on each of `docnos`, to be written later (see
+    /// [`access_log`]). Returns the records pending.
     pub(crate) fn record_access(&self, docnos: &[u64], at: crate::model::Timestamp) -> usize {
         self.access.record(docnos, at)
     }

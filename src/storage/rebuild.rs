@@ -118,12 +118,17 @@ impl Store {
         access_upto: u64,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
     ) -> Result<T> {
-        // Counted while waiting and running: the background access writer gives
-        // way (see `Store::writing`).
+        // Counted while waiting and running (even if `f` panics): the background
+        // access writer gives way (see `Store::writing`).
+        struct Counted<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Counted<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            }
+        }
         self.writers.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        let out = self.transact_uncounted(durable, clear, access_upto, f);
-        self.writers.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-        out
+        let _counted = Counted(&self.writers);
+        self.transact_uncounted(durable, clear, access_upto, f)
     }
 
     /// [`Store::transact`] without counting itself as a writer.

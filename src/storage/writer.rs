@@ -295,9 +295,9 @@ impl<'t> Writer<'t> {
         log: &super::access_log::AccessLog,
         upto: u64,
     ) -> Result<u64> {
-        if log.is_empty() {
-            // Nothing pending; the stored number is current (records are only
-            // forgotten once a commit has written them).
+        if upto == 0 || log.is_empty() {
+            // Nothing to write (a plain write asks for none): the stored number
+            // stays current.
             return Ok(0);
         }
         let applied = super::access_applied(self.meta_get(super::meta_keys::ACCESS_APPLIED)?)?;
