@@ -463,10 +463,11 @@ impl Memory {
             }
             trace.candidates.extend(dropped);
         }
+        let epoch = r.access_epoch();
         drop(r);
         out.trace = trace;
         if touch {
-            self.touch(&touched, now)?;
+            self.touch(&touched, now, epoch)?;
             for m in out.memories.iter_mut().take(q.limit) {
                 bump_access(m, now, self.settings.access_history_cap);
             }
@@ -497,16 +498,23 @@ impl Memory {
         scored
     }
 
-    /// Records an access at `now` on each memory (bounded history). Reads see the
+    /// Records an access at `now` on each memory (bounded history), as read by a
+    /// snapshot of access epoch `epoch` ([`crate::storage::Reader::access_epoch`]).
+    /// Reads see the
     /// records at once; when more than [`crate::storage::ACCESS_FLUSH_AT`] are
     /// pending, a thread of their own writes the oldest, in commits without fsync
     /// (see [`Memory::write_access_in_background`]); closing the store writes the
     /// rest.
-    pub(crate) fn touch(&self, docnos: &[u64], now: crate::model::Timestamp) -> Result<()> {
+    pub(crate) fn touch(
+        &self,
+        docnos: &[u64],
+        now: crate::model::Timestamp,
+        epoch: u64,
+    ) -> Result<()> {
         if docnos.is_empty() {
             return Ok(());
         }
-        if self.store.record_access(docnos, now) > crate::storage::ACCESS_FLUSH_AT {
+        if self.store.record_access(docnos, now, epoch) > crate::storage::ACCESS_FLUSH_AT {
             self.write_access_in_background();
         }
         Ok(())

@@ -255,7 +255,7 @@ impl Memory {
 
     /// Records an access at `now` on the memories with these ids.
     fn touch_ids(&self, ids: &[String], now: crate::model::Timestamp) -> Result<()> {
-        let docnos: Vec<u64> = {
+        let (docnos, epoch) = {
             let r = self.read()?;
             let mut v = Vec::new();
             for id in ids {
@@ -263,9 +263,9 @@ impl Memory {
                     v.push(d);
                 }
             }
-            v
+            (v, r.access_epoch())
         };
-        self.touch(&docnos, now)
+        self.touch(&docnos, now, epoch)
     }
 }
 

@@ -61,6 +61,9 @@ struct State {
     /// Open reads, by the `written` they began after: a read needs the records
     /// after its own.
     readers: std::collections::BTreeMap<u64, usize>,
+    /// Bumped when the store is emptied: a record made by a read of an earlier
+    /// epoch names a memory that is gone (its docno may now be another's).
+    epoch: u64,
 }
 
 impl State {
@@ -83,6 +86,8 @@ impl State {
 pub(crate) struct ReadGuard {
     log: Arc<AccessLog>,
     after: u64,
+    /// The log's epoch when the read began.
+    pub(crate) epoch: u64,
 }
 
 impl Drop for ReadGuard {
@@ -115,6 +120,7 @@ impl AccessLog {
                 written: applied,
                 by_doc: HashMap::new(),
                 readers: std::collections::BTreeMap::new(),
+                epoch: 0,
             }),
             held: AtomicUsize::new(0),
             pending: AtomicUsize::new(0),
@@ -142,9 +148,14 @@ impl AccessLog {
         self.pending() == 0
     }
 
-    /// Records an access at `at` on each of `docnos`. Returns the records pending.
-    pub(crate) fn record(&self, docnos: &[u64], at: Timestamp) -> usize {
+    /// Records an access at `at` on each of `docnos`, read by a read of `epoch`
+    /// (records of an emptied store's memories are dropped). Returns the records
+    /// pending.
+    pub(crate) fn record(&self, docnos: &[u64], at: Timestamp, epoch: u64) -> usize {
         let mut s = self.state.lock();
+        if epoch != s.epoch {
+            return self.pending();
+        }
         for &d in docnos {
             s.last += 1;
             let seq = s.last;
@@ -163,7 +174,18 @@ impl AccessLog {
         let mut s = log.state.lock();
         let after = s.written;
         *s.readers.entry(after).or_default() += 1;
-        (ReadGuard { log: Arc::clone(log), after }, s.last)
+        (ReadGuard { log: Arc::clone(log), after, epoch: s.epoch }, s.last)
+    }
+
+    /// Notes that a committed transaction emptied the store: every record made so
+    /// far is void, and so is any a read begun before makes later.
+    pub(crate) fn cleared(&self) {
+        let mut s = self.state.lock();
+        s.epoch += 1;
+        s.written = s.last;
+        s.by_doc.clear();
+        self.held.store(0, Ordering::Release);
+        self.pending.store(0, Ordering::Release);
     }
 
     /// The records numbered in `(applied, limit]`, per memory in docno order, and

@@ -308,10 +308,17 @@ impl Store {
         })
     }
 
-    /// Records an access at `at` on each of `docnos`, to be written later (see
-    /// [`access_log`]). Returns the records pending.
-    pub(crate) fn record_access(&self, docnos: &[u64], at: crate::model::Timestamp) -> usize {
-        self.access.record(docnos, at)
+    /// Records an access at `at` on each of `docnos`, read in a snapshot of access
+    /// epoch `epoch` ([`Reader::access_epoch`]), to be written later (see
+    /// [`access_log`]); records read before the store was emptied are dropped.
+    /// Returns the records pending.
+    pub(crate) fn record_access(
+        &self,
+        docnos: &[u64],
+        at: crate::model::Timestamp,
+        epoch: u64,
+    ) -> usize {
+        self.access.record(docnos, at, epoch)
     }
 
     /// Whether a write transaction (other than the access writer's) is waiting or
@@ -482,8 +489,9 @@ mod tests {
         let (a, b) = (add("tea"), add("coffee"));
         let t = |s: &str| time::parse_timestamp(s).expect("ts");
         let stored = |d: u64| store.write(false, |w| w.get(d)).expect("get").expect("stored");
-        store.record_access(&[a, b], t("2025-01-01T00:00:01"));
-        store.record_access(&[a], t("2025-01-01T00:00:02"));
+        let epoch = store.read().expect("read").access_epoch();
+        store.record_access(&[a, b], t("2025-01-01T00:00:01"), epoch);
+        store.record_access(&[a], t("2025-01-01T00:00:02"), epoch);
         let seen = |d: u64| {
             let r = store.read().expect("read");
             let e = r.get(d).expect("get").expect("stored");
@@ -512,5 +520,36 @@ mod tests {
             stored(a).access_timestamps,
             vec![t("2025-01-01T00:00:01"), t("2025-01-01T00:00:02")]
         );
+    }
+
+    #[test]
+    fn accesses_read_before_the_store_was_emptied_touch_nothing_after() {
+        use crate::model::{MemoryEntry, MemoryType, time};
+        let store = Store::in_memory(Profile::Default).expect("store");
+        let add = |text: &str, clear: bool| {
+            store
+                .write_cleared(false, clear, |w| {
+                    w.insert(MemoryEntry::new(MemoryType::Semantic, text.to_owned()))
+                })
+                .expect("insert")
+        };
+        let t = time::parse_timestamp("2025-01-01T00:00:01").expect("ts");
+        let old = add("tea", false);
+        let before = store.read().expect("read");
+        store.record_access(&[old], t, before.access_epoch());
+        // Emptied (a restore with replace): the new memory may take the old docno.
+        let new = add("coffee", true);
+        // A recall that read the old store records its accesses only now.
+        store.record_access(&[old, new], t, before.access_epoch());
+        drop(before);
+        let count =
+            |d: u64| store.read().and_then(|r| r.get(d)).expect("get").map(|e| e.access_count);
+        assert_eq!(count(new), Some(0));
+        store.write_current(false, |_| Ok(())).expect("write");
+        assert_eq!(count(new), Some(0));
+        // Records of reads of the new store count.
+        let now = store.read().expect("read").access_epoch();
+        store.record_access(&[new], t, now);
+        assert_eq!(count(new), Some(1));
     }
 }

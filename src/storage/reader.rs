@@ -45,6 +45,8 @@ pub struct Reader {
     pub(crate) tail: Arc<TailIndex>,
     /// Access records this snapshot does not hold, overlaid on what it reads.
     access: AccessView,
+    /// The access log's epoch when the snapshot began.
+    access_epoch: u64,
 }
 
 impl Reader {
@@ -60,6 +62,7 @@ impl Reader {
         let applied = super::access_applied(
             meta.get(meta_keys::ACCESS_APPLIED)?.map(|v| v.value().to_vec()),
         )?;
+        let access_epoch = guard.epoch;
         let access = AccessView::live(access, applied, guard, upto);
         let stats = match meta.get(meta_keys::STATS)? {
             Some(v) => decode(v.value(), "corpus stats")?,
@@ -100,8 +103,15 @@ impl Reader {
             stats,
             tail,
             access,
+            access_epoch,
             txn,
         })
+    }
+
+    /// The access log's epoch when this snapshot began (see
+    /// [`super::Store::record_access`]).
+    pub(crate) fn access_epoch(&self) -> u64 {
+        self.access_epoch
     }
 
     /// Makes the snapshot independent of access records made after it was taken

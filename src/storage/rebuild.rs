@@ -166,7 +166,11 @@ impl Store {
             (out, w.into_carry(), change, applied)
         };
         txn.commit()?;
-        self.access.committed(applied);
+        if clear {
+            self.access.cleared();
+        } else {
+            self.access.committed(applied);
+        }
         *carry = next;
         self.tails.committed(version, &change);
         Ok(out)
