@@ -500,11 +500,10 @@ impl Memory {
 
     /// Records an access at `now` on each memory (bounded history), as read by a
     /// snapshot of access epoch `epoch` ([`crate::storage::Reader::access_epoch`]).
-    /// Reads see the
-    /// records at once; when more than [`crate::storage::ACCESS_FLUSH_AT`] are
-    /// pending, a thread of their own writes the oldest, in commits without fsync
-    /// (see [`Memory::write_access_in_background`]); closing the store writes the
-    /// rest.
+    /// Reads see the records at once; when more than
+    /// [`crate::storage::ACCESS_FLUSH_AT`] are pending, a thread of their own writes
+    /// the oldest, in commits without fsync (see
+    /// [`Memory::write_access_in_background`]); closing the store writes the rest.
     pub(crate) fn touch(
         &self,
         docnos: &[u64],

@@ -2,7 +2,7 @@
 //! stored vectors (`EMBEDDINGS` table) and brute-force cosine candidates for hybrid
 //! recall.
 //!
-//! When a [`Memory`](crate::Memory) is built with an embedder, every entry written
+//! When a [`Memory`] is built with an embedder, every entry written
 //! (observe's episodes and facts, `remember`, `add`, `supersede`) gets its content's
 //! vector stored next to it, L2-normalised as little-endian `f32`s. Recall embeds the
 //! query, scans the stored vectors for the most similar ones and merges them into the

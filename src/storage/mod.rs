@@ -60,7 +60,7 @@ pub mod meta_keys {
     /// Version of the postings tail (u64 LE, random; absent or 0: empty tail).
     pub const TAIL_VERSION: &str = "posting_tail_version";
     /// Sequence number of the last access record written (u64 LE; absent: 0), see
-    /// [`super::access_log`].
+    /// `storage/access_log.rs`.
     pub const ACCESS_APPLIED: &str = "access_applied";
 }
 

@@ -21,7 +21,7 @@
 //! Invariants (checked by `storage::check`): a block's key is its first docno; the
 //! blocks of a term hold disjoint, ascending docno ranges; no block is empty; every
 //! posting is dominated by a pair of its block's impacts and of its term's impacts
-//! in [`super::schema::TERMS`].
+//! in the term's info row (key `(term, INFO)`).
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -1,9 +1,9 @@
 //! Rebuilding derived state, and the all-or-nothing "clear, then load" transaction.
 //!
-//! [`Store::rebuild_indexes`] (behind `Memory::reindex` and `soulctl reindex`) drops
+//! `Store::rebuild_indexes` (behind `Memory::reindex` and `soulctl reindex`) drops
 //! every index table and re-derives it from the entry tables with
 //! [`super::keys::index_keys`], the function the writer and the check use, in one
-//! transaction. [`Store::write_cleared`] runs a closure on a store emptied inside the
+//! transaction. `Store::write_cleared` runs a closure on a store emptied inside the
 //! same transaction (restore with `replace`): a failure leaves the old store intact.
 
 use redb::{ReadableTable, TableHandle, WriteTransaction};

@@ -6,7 +6,7 @@
 //!
 //! For one new text and candidate facts `(id, content)`:
 //! 1. **Pre-selection** ([`find_similar`]): candidates with dedup
-//!    [`similarity`](super::dedup::similarity) >= 0.3, sorted by similarity
+//!    [`super::dedup::similarity`] >= 0.3, sorted by similarity
 //!    descending (ties keep candidate order), the first 5.
 //! 2. For each of those, in that order: a **negation** flip ([`check_negation`],
 //!    confidence `min(sim + 0.2, 1)`); otherwise an **entity-attribute** conflict

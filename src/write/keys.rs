@@ -29,7 +29,7 @@ pub const REFERENCE_PREFIXES: &[&str] = &[
 ///
 /// Reference: every template prefix it starts with (the reference checks them in
 /// [`REFERENCE_PREFIXES`] order). Default: the single-valued slot it fills, if any
-/// (name, lives in, works at, is from, favorite <category>); multi-valued templates
+/// (name, lives in, works at, is from, favorite `<category>`); multi-valued templates
 /// accumulate and have no slot.
 #[must_use]
 pub fn slot_keys(content: &str, profile: Profile) -> Vec<String> {
