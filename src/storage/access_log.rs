@@ -66,7 +66,20 @@ struct State {
     epoch: u64,
 }
 
+/// The times of `recs` numbered in `(after, upto]`, in order.
+fn times_in(recs: &[(u64, Timestamp)], after: u64, upto: u64) -> Vec<Timestamp> {
+    recs.iter().filter(|(seq, _)| *seq > after && *seq <= upto).map(|&(_, t)| t).collect()
+}
+
 impl State {
+    /// Per memory, the times of its records numbered in `(after, upto]`.
+    fn times_between(&self, after: u64, upto: u64) -> impl Iterator<Item = (u64, Vec<Timestamp>)> {
+        self.by_doc
+            .iter()
+            .map(move |(&d, recs)| (d, times_in(recs, after, upto)))
+            .filter(|(_, times)| !times.is_empty())
+    }
+
     /// Drops the records no open read needs (written, and held by every snapshot).
     fn collect(&mut self) -> usize {
         let keep_after = self.readers.keys().next().map_or(self.written, |&r| r.min(self.written));
@@ -238,16 +251,14 @@ impl AccessLog {
             return Vec::new();
         }
         let s = self.state.lock();
-        s.by_doc.get(&docno).map_or_else(Vec::new, |recs| {
-            recs.iter().filter(|(seq, _)| *seq > applied && *seq <= upto).map(|&(_, t)| t).collect()
-        })
+        s.by_doc.get(&docno).map_or_else(Vec::new, |recs| times_in(recs, applied, upto))
     }
 }
 
 /// What a read snapshot overlays on the access metadata it reads.
 #[derive(Debug, Clone)]
 pub(crate) enum AccessView {
-    /// Nothing (a store without a log).
+    /// Nothing to overlay (no record the snapshot lacks).
     None,
     /// The records of the live log in `(applied, upto]`: after the snapshot's last
     /// written record, up to the last record made when the snapshot was taken. The
@@ -272,18 +283,7 @@ impl AccessView {
     pub(crate) fn frozen(&self) -> Self {
         match self {
             Self::Live { log, applied, upto, .. } => {
-                let s = log.state.lock();
-                let mut copy: HashMap<u64, Vec<Timestamp>> = HashMap::new();
-                for (&d, recs) in &s.by_doc {
-                    let times: Vec<Timestamp> = recs
-                        .iter()
-                        .filter(|(seq, _)| seq > applied && seq <= upto)
-                        .map(|&(_, t)| t)
-                        .collect();
-                    if !times.is_empty() {
-                        copy.insert(d, times);
-                    }
-                }
+                let copy = log.state.lock().times_between(*applied, *upto).collect();
                 Self::Frozen { times: Arc::new(copy), cap: log.cap() }
             }
             other => other.clone(),

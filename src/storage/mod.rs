@@ -293,7 +293,7 @@ impl Store {
         let applied = {
             let rtx = db.begin_read()?;
             let meta = rtx.open_table(META)?;
-            access_applied(meta.get(meta_keys::ACCESS_APPLIED)?.map(|v| v.value().to_vec()))?
+            access_applied(meta.get(meta_keys::ACCESS_APPLIED)?.as_ref().map(|v| v.value()))?
         };
         Ok(Self {
             db,
@@ -377,10 +377,10 @@ impl Store {
 }
 
 /// Decodes meta [`meta_keys::ACCESS_APPLIED`] (absent: 0).
-pub(crate) fn access_applied(v: Option<Vec<u8>>) -> Result<u64> {
+pub(crate) fn access_applied(v: Option<&[u8]>) -> Result<u64> {
     match v {
         None => Ok(0),
-        Some(b) => <[u8; 8]>::try_from(b.as_slice())
+        Some(b) => <[u8; 8]>::try_from(b)
             .map(u64::from_le_bytes)
             .map_err(|_| Error::Corrupted("access sequence number is not 8 bytes".into())),
     }

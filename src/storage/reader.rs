@@ -60,7 +60,7 @@ impl Reader {
     ) -> Result<Self> {
         let meta = txn.open_table(META)?;
         let applied = super::access_applied(
-            meta.get(meta_keys::ACCESS_APPLIED)?.map(|v| v.value().to_vec()),
+            meta.get(meta_keys::ACCESS_APPLIED)?.as_ref().map(|v| v.value()),
         )?;
         let access_epoch = guard.epoch;
         let access = AccessView::live(access, applied, guard, upto);

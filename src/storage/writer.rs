@@ -300,19 +300,25 @@ impl<'t> Writer<'t> {
             // stays current.
             return Ok(0);
         }
-        let applied = super::access_applied(self.meta_get(super::meta_keys::ACCESS_APPLIED)?)?;
+        let applied = super::access_applied(
+            self.meta.get(super::meta_keys::ACCESS_APPLIED)?.as_ref().map(|v| v.value()),
+        )?;
         let (pending, upto) = log.unapplied(applied, upto);
         if pending.is_empty() {
             return Ok(applied);
         }
         let cap = log.cap();
         for (docno, times) in pending {
-            if let Some(mut e) = self.get(docno)? {
-                for t in times {
-                    e.record_access(t, cap);
-                }
-                self.replace(docno, e)?;
+            // Only access metadata changes: no index row derives from it, so the
+            // entry and its compact record are rewritten as they are.
+            let Some(info) = self.docinfo(docno)? else { continue };
+            let table = self.entry_table(&info.layer, &info.domain)?;
+            let Some(mut e) = query::entry(table, docno)? else { continue };
+            for t in times {
+                e.record_access(t, cap);
             }
+            table.insert(docno, encode(&e)?.as_slice())?;
+            self.put_info(docno, DocInfo::from_entry(&e, info.doc_len))?;
         }
         self.meta_put(super::meta_keys::ACCESS_APPLIED, &upto.to_le_bytes())?;
         Ok(upto)

@@ -369,13 +369,7 @@ fn time_observes(
 ) -> anyhow::Result<Observed> {
     let mut out =
         Observed { each: Vec::with_capacity(count), cpu: Duration::ZERO, recalls: vec![] };
-    let observe = |next: &mut u64| -> anyhow::Result<f64> {
-        let ex = corpus.exchange(*next);
-        *next += 1;
-        let t = Instant::now();
-        mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
-        Ok(ms(t.elapsed()))
-    };
+    let observe = |next: &mut u64| observe_next(mem, corpus, next);
     let c = cpu_time();
     for _ in 0..count {
         out.each.push(observe(next)?);
@@ -433,11 +427,7 @@ fn time_concurrent(
                 let mut took = Vec::new();
                 let mut at = start;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let ex = corpus.exchange(at);
-                    at += 1;
-                    let t = Instant::now();
-                    mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
-                    took.push(ms(t.elapsed()));
+                    took.push(observe_next(mem, corpus, &mut at)?);
                     std::thread::sleep(Duration::from_millis(pace_ms));
                 }
                 Ok((took, at))
@@ -511,6 +501,16 @@ fn time_batches(
 /// Milliseconds the observe thread of the concurrent measurement waits after each
 /// observe.
 const CONCURRENT_PACE_MS: u64 = 5;
+
+/// Observes the corpus's exchange `*next` durably (and moves `next` on); returns
+/// the milliseconds it took.
+fn observe_next(mem: &Memory, corpus: &Corpus, next: &mut u64) -> anyhow::Result<f64> {
+    let ex = corpus.exchange(*next);
+    *next += 1;
+    let t = Instant::now();
+    mem.observe_pair(&ex.user, &ex.agent, &opts(&ex.user_id, &ex.domain))?;
+    Ok(ms(t.elapsed()))
+}
 
 fn opts(user_id: &str, domain: &str) -> ObserveOptions {
     ObserveOptions { user_id: Some(user_id.to_owned()), domain: domain.to_owned() }
