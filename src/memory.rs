@@ -371,6 +371,7 @@ impl Memory {
             let _ = done.join();
         }
         let store = Arc::clone(&self.store);
+        let durable = self.settings.durable;
         let spawned = std::thread::Builder::new().name("soulmem-access".into()).spawn(move || {
             let pause = std::time::Duration::from_micros(200);
             while store.access_pending() > ACCESS_FLUSH_AT / 2 {
@@ -380,7 +381,7 @@ impl Memory {
                     std::thread::sleep(pause);
                     continue;
                 }
-                if store.flush_access(ACCESS_FLUSH_CHUNK).is_err() {
+                if store.flush_access(ACCESS_FLUSH_CHUNK, durable).is_err() {
                     break;
                 }
                 std::thread::sleep(pause);
@@ -390,7 +391,7 @@ impl Memory {
             Ok(h) => *slot = Some(h),
             // No thread: write one chunk here.
             Err(_) => {
-                let _ = self.store.flush_access(ACCESS_FLUSH_CHUNK);
+                let _ = self.store.flush_access(ACCESS_FLUSH_CHUNK, self.settings.durable);
             }
         }
     }
@@ -518,6 +519,16 @@ impl Memory {
             }
         }
         Ok(out)
+    }
+
+    /// Access records that recalls made and the store does not hold yet (see
+    /// `docs/DESIGN.md`, "Access records"): every read already sees them; a crash
+    /// would lose them. A background thread writes them once more than
+    /// [`crate::storage::ACCESS_FLUSH_AT`] are pending; closing the store writes
+    /// the rest.
+    #[must_use]
+    pub fn pending_accesses(&self) -> usize {
+        self.store.access_pending()
     }
 
     /// Number of memories in the store (every layer and domain).

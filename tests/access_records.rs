@@ -216,6 +216,48 @@ fn a_crash_loses_at_most_access_records_never_a_memory() {
 }
 
 #[test]
+fn records_written_in_the_background_survive_a_crash() {
+    let disk = SharedDisk::new();
+    let mut model = HashMap::new();
+    let (ids, pending) = {
+        let (backend, _) = FaultyBackend::new(disk.clone());
+        let mem = Memory::builder().open_with_backend(backend).expect("open");
+        let ids = fill(&mem, 12);
+        // Past the point where the background writer starts.
+        for i in 0..(3 * soulmem::storage::ACCESS_FLUSH_AT) / 10 {
+            recall(&mem, TOPICS[i % TOPICS.len()], &mut model);
+        }
+        let waited = std::time::Instant::now();
+        while mem.pending_accesses() > soulmem::storage::ACCESS_FLUSH_AT / 2 {
+            assert!(waited.elapsed().as_secs() < 60, "the background writer never caught up");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let pending = mem.pending_accesses();
+        // The process dies here: no close, so only synced commits count.
+        std::mem::forget(mem);
+        (ids, pending)
+    };
+    let made: u32 = model.values().sum();
+    let survived = SharedDisk::from_bytes(disk.durable_bytes());
+    let (backend, _) = FaultyBackend::new(survived);
+    let mem = Memory::builder().open_with_backend(backend).expect("reopen after crash");
+    let mut kept = 0u32;
+    for id in &ids {
+        let e = mem.get(id).expect("get").expect("every memory survives");
+        assert!(e.access_count <= model.get(id).copied().unwrap_or(0));
+        kept += e.access_count;
+    }
+    // Everything the writer wrote was synced: only the records still pending at
+    // the crash are lost.
+    assert!(
+        kept as usize + pending >= made as usize,
+        "{made} accesses made, {pending} pending at the crash, {kept} survived"
+    );
+    let report = mem.check(|_| {}).expect("check");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+#[test]
 fn reads_never_lose_accesses_while_they_are_written_in_the_background() {
     let mem = Memory::open_in_memory().expect("open");
     let ids = fill(&mem, 12);

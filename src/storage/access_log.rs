@@ -18,9 +18,9 @@
 //! records, so a read snapshot overlays precisely the records its snapshot does not
 //! hold, and no record is applied twice.
 //!
-//! Durability is that of the writes they replaced (committed without fsync): a
-//! crash loses at most the access records since the last commit that wrote them,
-//! never a memory.
+//! The background writer's commits are synced (unless the store was opened with
+//! `durable = false`), so they never leave pages for an observe's commit to sync:
+//! a crash loses at most the records not yet written, never a memory.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -507,7 +507,7 @@ mod tests {
         assert_eq!(stored(a).access_count, 0);
         assert_eq!(seen(a).access_count, 2);
         // Writing the oldest record only: `a`'s first access and nothing else.
-        store.flush_access(1).expect("flush");
+        store.flush_access(1, false).expect("flush");
         assert_eq!(stored(a).access_count, 1);
         assert_eq!(stored(b).access_count, 0);
         assert_eq!((seen(a).access_count, seen(b).access_count), (2, 1));

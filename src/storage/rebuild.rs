@@ -98,15 +98,20 @@ impl Store {
         self.transact(durable, false, u64::MAX, f)
     }
 
-    /// Writes the oldest `n` pending access records (and nothing else), without
-    /// fsync: the background access writer's transaction (not counted by
+    /// Writes the oldest `n` pending access records (and nothing else), synced
+    /// when `durable`: the background access writer's transaction (not counted by
     /// [`Store::writing`]).
-    pub(crate) fn flush_access(&self, n: u64) -> Result<()> {
+    ///
+    /// Synced by itself rather than left to the next durable commit: that commit
+    /// would be an observe's, which would then wait for every page the access
+    /// records dirtied since (measured at 1M with recalls running back to back:
+    /// observe p50 17 ms instead of 4.5 ms).
+    pub(crate) fn flush_access(&self, n: u64, durable: bool) -> Result<()> {
         if self.access.is_empty() {
             return Ok(());
         }
         let upto = self.access.written().saturating_add(n);
-        self.transact_uncounted(false, false, upto, |_| Ok(()))
+        self.transact_uncounted(durable, false, upto, |_| Ok(()))
     }
 
     /// [`Store::write_cleared`], applying the pending access records numbered up to
