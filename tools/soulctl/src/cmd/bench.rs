@@ -81,6 +81,9 @@ pub struct RecallArgs {
     /// With --concurrent: milliseconds the observe thread waits after each observe.
     #[arg(long, default_value_t = 5)]
     pace_ms: u64,
+    /// Only queries of this kind (`fact`, `entity`, `question`, `multi`).
+    #[arg(long)]
+    kind: Option<String>,
     /// Corpus seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -185,7 +188,11 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
         Memory::builder().settings(settings).open(&a.store)?
     };
     let corpus = Corpus::new(a.seed);
-    let queries = corpus.queries(a.queries);
+    let mut queries = corpus.queries(a.queries);
+    if let Some(kind) = &a.kind {
+        queries.retain(|q| q.kind == kind);
+        anyhow::ensure!(!queries.is_empty(), "no query of kind {kind}");
+    }
     let mut by_kind: std::collections::BTreeMap<&str, (Vec<f64>, u64)> = Default::default();
     let mut all: Vec<f64> = Vec::new();
     let pb = bar((queries.len() * a.repeat) as u64, "recall".into());
