@@ -1,45 +1,64 @@
 //! Baselines for `soulctl bench scale --compare`: the same documents indexed by
-//! tantivy (BM25, default analyzer) and by SQLite FTS5 (`bm25()`), each answering a
-//! top-k disjunctive query over the same terms soulmem searches for.
+//! tantivy (BM25) and by SQLite FTS5 (`bm25()`), each answering a top-k disjunctive
+//! query over the same terms soulmem searches for.
 //!
-//! Both keep their reader open between queries (tantivy's `Searcher`, one SQLite
-//! connection with a cached prepared statement), and both load the stored text of
-//! their hits, as soulmem's recall returns whole memories.
+//! Both index soulmem's own index terms of each memory (stop words dropped,
+//! stemmed; split on whitespace) rather than analysing the text themselves, so
+//! every engine has the same postings and document lengths, and a query term
+//! matches the same memories in all three. Both keep their reader open between
+//! queries (tantivy's `Searcher`, one SQLite connection with a cached prepared
+//! statement), and both load the stored text of their hits, as soulmem's recall
+//! returns whole memories.
 #![deny(missing_docs)]
 
 use std::path::Path;
 
 use rusqlite::Connection;
 use tantivy::collector::TopDocs;
-use tantivy::query::QueryParser;
-use tantivy::schema::{Field, STORED, Schema, TEXT, Value};
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, doc};
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions, Value,
+};
+use tantivy::tokenizer::{TextAnalyzer, WhitespaceTokenizer};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
 
 /// Errors of either engine, as text.
 pub type Result<T> = std::result::Result<T, String>;
 
-/// A tantivy index with one stored text field.
+/// A tantivy index of pre-analysed terms, with the text stored beside them.
 pub struct Tantivy {
     reader: IndexReader,
-    field: Field,
-    parser: QueryParser,
+    terms: Field,
+    content: Field,
 }
 
 impl Tantivy {
-    /// Indexes `docs` into a new index in `dir` (which must be empty or missing),
+    /// Indexes `docs` (`(terms, text)`: whitespace-separated index terms and the
+    /// text to store) into a new index in `dir` (which must be empty or missing),
     /// committing once, and opens a reader.
     ///
     /// # Errors
     /// Any tantivy error.
-    pub fn build<'a>(dir: &Path, docs: impl IntoIterator<Item = &'a str>) -> Result<Self> {
+    pub fn build<'a>(
+        dir: &Path,
+        docs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         let mut sb = Schema::builder();
-        let field = sb.add_text_field("content", TEXT | STORED);
+        let indexing = TextFieldIndexing::default()
+            .set_tokenizer("terms")
+            .set_index_option(IndexRecordOption::WithFreqs);
+        let terms =
+            sb.add_text_field("terms", TextOptions::default().set_indexing_options(indexing));
+        let content = sb.add_text_field("content", STORED);
         let index = Index::create_in_dir(dir, sb.build()).map_err(|e| e.to_string())?;
+        index
+            .tokenizers()
+            .register("terms", TextAnalyzer::builder(WhitespaceTokenizer::default()).build());
         {
             let mut w: IndexWriter = index.writer(256_000_000).map_err(|e| e.to_string())?;
-            for d in docs {
-                w.add_document(doc!(field => d)).map_err(|e| e.to_string())?;
+            for (t, c) in docs {
+                w.add_document(doc!(terms => t, content => c)).map_err(|e| e.to_string())?;
             }
             w.commit().map_err(|e| e.to_string())?;
             w.wait_merging_threads().map_err(|e| e.to_string())?;
@@ -49,18 +68,25 @@ impl Tantivy {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(|e: tantivy::TantivyError| e.to_string())?;
-        // Disjunction (OR) is the parser's default.
-        let parser = QueryParser::for_index(&index, vec![field]);
-        Ok(Self { reader, field, parser })
+        Ok(Self { reader, terms, content })
     }
 
-    /// The top `k` documents for the disjunction of `terms`, with their text.
+    /// The top `k` documents for the disjunction of `terms` (BM25), with their text.
     ///
     /// # Errors
     /// Any tantivy error.
     pub fn search(&self, terms: &[String], k: usize) -> Result<Vec<(f32, String)>> {
-        let text = terms.join(" ");
-        let (q, _) = self.parser.parse_query_lenient(&text);
+        let clauses: Vec<(Occur, Box<dyn Query>)> = terms
+            .iter()
+            .map(|t| {
+                let q = TermQuery::new(
+                    Term::from_field_text(self.terms, t),
+                    IndexRecordOption::WithFreqs,
+                );
+                (Occur::Should, Box::new(q) as Box<dyn Query>)
+            })
+            .collect();
+        let q = BooleanQuery::new(clauses);
         let searcher = self.reader.searcher();
         let top = searcher
             .search(&q, &TopDocs::with_limit(k).order_by_score())
@@ -68,39 +94,42 @@ impl Tantivy {
         let mut out = Vec::with_capacity(top.len());
         for (score, addr) in top {
             let d: TantivyDocument = searcher.doc(addr).map_err(|e| e.to_string())?;
-            let s = d.get_first(self.field).and_then(|v| v.as_str()).unwrap_or_default();
+            let s = d.get_first(self.content).and_then(|v| v.as_str()).unwrap_or_default();
             out.push((score, s.to_owned()));
         }
         Ok(out)
     }
 }
 
-/// An SQLite database with one FTS5 table.
+/// An SQLite database with one FTS5 table: the index terms, and the text unindexed.
 pub struct Sqlite {
     conn: Connection,
 }
 
 impl Sqlite {
-    /// Indexes `docs` into a new FTS5 table in the database file `path`, in one
-    /// transaction.
+    /// Indexes `docs` (`(terms, text)` as for [`Tantivy::build`]) into a new FTS5
+    /// table in the database file `path`, in one transaction.
     ///
     /// # Errors
     /// Any SQLite error.
-    pub fn build<'a>(path: &Path, docs: impl IntoIterator<Item = &'a str>) -> Result<Self> {
+    pub fn build<'a>(
+        path: &Path,
+        docs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self> {
         let mut conn = Connection::open(path).map_err(|e| e.to_string())?;
         conn.execute_batch(
             "DROP TABLE IF EXISTS mem;
-             CREATE VIRTUAL TABLE mem USING fts5(content);",
+             CREATE VIRTUAL TABLE mem USING fts5(terms, content UNINDEXED);",
         )
         .map_err(|e| e.to_string())?;
         {
             let tx = conn.transaction().map_err(|e| e.to_string())?;
             {
                 let mut st = tx
-                    .prepare("INSERT INTO mem(content) VALUES (?1)")
+                    .prepare("INSERT INTO mem(terms, content) VALUES (?1, ?2)")
                     .map_err(|e| e.to_string())?;
-                for d in docs {
-                    st.execute([d]).map_err(|e| e.to_string())?;
+                for (t, c) in docs {
+                    st.execute([t, c]).map_err(|e| e.to_string())?;
                 }
             }
             tx.commit().map_err(|e| e.to_string())?;

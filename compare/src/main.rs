@@ -36,39 +36,34 @@ fn dir_size(p: &Path) -> u64 {
 impl bench::Baselines for Engines {
     fn measure(
         &self,
-        docs: &[String],
-        terms: &[Vec<String>],
+        docs: &[bench::BaselineDoc],
+        queries: &[bench::BaselineQuery],
         dir: &Path,
         n: u64,
         row: &mut Map<String, Value>,
     ) -> anyhow::Result<()> {
         let mb = |b: u64| bench::round3(b as f64 / 1048576.0);
+        let pairs = || docs.iter().map(|d| (d.terms.as_str(), d.content.as_str()));
 
         let tdir = dir.join(format!("tantivy-{n}"));
         let _ = std::fs::remove_dir_all(&tdir);
         let t = Instant::now();
-        let tv =
-            Tantivy::build(&tdir, docs.iter().map(String::as_str)).map_err(anyhow::Error::msg)?;
+        let tv = Tantivy::build(&tdir, pairs()).map_err(anyhow::Error::msg)?;
         row.insert("tantivy_build_s".into(), bench::round3(t.elapsed().as_secs_f64()));
-        let (p50, p99) = bench::time_queries(terms, &mut |t| {
+        bench::time_queries("tantivy", queries, row, &mut |t| {
             Ok(tv.search(t, 10).map_err(anyhow::Error::msg)?.len())
         })?;
-        row.insert("tantivy_p50_ms".into(), bench::round3(p50));
-        row.insert("tantivy_p99_ms".into(), bench::round3(p99));
         row.insert("tantivy_mb".into(), mb(dir_size(&tdir)));
         drop(tv);
 
         let spath = dir.join(format!("fts5-{n}.sqlite"));
         let _ = std::fs::remove_file(&spath);
         let t = Instant::now();
-        let sq =
-            Sqlite::build(&spath, docs.iter().map(String::as_str)).map_err(anyhow::Error::msg)?;
+        let sq = Sqlite::build(&spath, pairs()).map_err(anyhow::Error::msg)?;
         row.insert("sqlite_build_s".into(), bench::round3(t.elapsed().as_secs_f64()));
-        let (p50, p99) = bench::time_queries(terms, &mut |t| {
+        bench::time_queries("sqlite", queries, row, &mut |t| {
             Ok(sq.search(t, 10).map_err(anyhow::Error::msg)?.len())
         })?;
-        row.insert("sqlite_p50_ms".into(), bench::round3(p50));
-        row.insert("sqlite_p99_ms".into(), bench::round3(p99));
         row.insert("sqlite_mb".into(), mb(dir_size(&spath)));
         Ok(())
     }

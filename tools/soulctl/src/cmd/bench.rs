@@ -62,7 +62,8 @@ pub struct IngestArgs {
 /// `bench recall` arguments.
 #[derive(ClapArgs, Debug)]
 pub struct RecallArgs {
-    /// The store (built from the synthetic corpus with the same seed).
+    /// The store (built from the synthetic corpus with the same seed); it is copied
+    /// and the copy used.
     #[arg(long)]
     store: PathBuf,
     /// Queries timed.
@@ -75,7 +76,7 @@ pub struct RecallArgs {
     #[arg(long)]
     user: bool,
     /// Run durable observes in a second thread meanwhile (an agent serving several
-    /// conversations); the store is copied first and the copy written.
+    /// conversations).
     #[arg(long)]
     concurrent: bool,
     /// With --concurrent: milliseconds the observe thread waits after each observe.
@@ -105,7 +106,7 @@ pub struct ScaleArgs {
     /// afterwards unless --keep).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Keep the stores.
+    /// Keep the stores, as built (the measurements run on a copy).
     #[arg(long)]
     keep: bool,
     /// Recall queries timed per size.
@@ -178,15 +179,11 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     if !a.store.exists() {
         anyhow::bail!("{} does not exist (build one with bench scale --keep)", a.store.display());
     }
+    // A copy, so the recalls' access records (and --concurrent's observes) leave
+    // the store as it was for the next run.
     let copy = a.store.with_extension("recall.redb");
-    let mem = if a.concurrent {
-        std::fs::copy(&a.store, &copy).with_context(|| format!("copying to {}", copy.display()))?;
-        Memory::open(&copy)?
-    } else {
-        let mut settings = soulmem::Settings::for_profile(soulmem::Profile::Default);
-        settings.durable = false;
-        Memory::builder().settings(settings).open(&a.store)?
-    };
+    std::fs::copy(&a.store, &copy).with_context(|| format!("copying to {}", copy.display()))?;
+    let mem = Memory::open(&copy)?;
     let corpus = Corpus::new(a.seed);
     let mut queries = corpus.queries(a.queries);
     if let Some(kind) = &a.kind {
@@ -206,8 +203,8 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     all.append(&mut got.recalls);
     pb.finish_and_clear();
     drop(mem);
+    let _ = std::fs::remove_file(&copy);
     if a.concurrent {
-        let _ = std::fs::remove_file(&copy);
         let n = got.observes.len();
         println!(
             "observes meanwhile: {n}, p50 {:.3} ms, p99 {:.3} ms",
@@ -350,6 +347,18 @@ fn bar(len: u64, msg: String) -> ProgressBar {
     );
     pb.set_message(msg);
     pb
+}
+
+/// Waits (up to a minute) until the background writer has written the access
+/// records the recalls before made, so that a measurement of writes starts with
+/// the store at rest; the mixed load is measured on its own ("concurrent").
+fn settle(mem: &Memory) {
+    let start = Instant::now();
+    while mem.pending_accesses() > soulmem::storage::ACCESS_FLUSH_AT / 2
+        && start.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// Single durable observes, timed.
@@ -556,11 +565,20 @@ fn measure(
     row.insert("bytes_per_memory".into(), json!((file as f64 / n as f64).round()));
 
     // 2. Measure on the store opened as an application would (durable writes).
+    // With --keep the store is kept as built (so `bench recall` and `bench ingest`
+    // on it start from what was measured here) and a copy is measured.
+    let measured = if a.keep {
+        let copy = path.with_extension("measured.redb");
+        std::fs::copy(&path, &copy).with_context(|| format!("copying to {}", copy.display()))?;
+        copy
+    } else {
+        path.clone()
+    };
     let mut builder = Memory::builder();
     if let Some(mb) = a.cache_mb {
         builder = builder.cache_bytes(mb << 20);
     }
-    let mem = builder.open(&path)?;
+    let mem = builder.open(&measured)?;
     let stats = mem.stats()?;
     row.insert("memories".into(), json!(mem.count()?));
     row.insert("index_rows".into(), serde_json::to_value(&stats.index_rows)?);
@@ -605,6 +623,7 @@ fn measure(
         pb.inc(1);
     }
     pb.finish_and_clear();
+    row.insert("recall_p50_ms_by_kind".into(), p50_by_kind(&plain, queries.iter().map(|q| q.kind)));
     row.insert("recall_p50_ms".into(), round3(quantile(&mut plain, 0.5)));
     row.insert("recall_p99_ms".into(), round3(quantile(&mut plain, 0.99)));
     // Mean CPU per recall (all threads): robust to other load on the machine.
@@ -621,6 +640,7 @@ fn measure(
     // rounds, timing the recall (it sees the observes' memories in the tail).
     let mut next = used;
     let pb = bar(2 * a.observes as u64, format!("observe {n}"));
+    settle(&mem);
     let mut single = time_observes(&mem, corpus, queries, &mut next, a.observes, &pb)?;
     pb.finish_and_clear();
     row.insert("observe_cpu_mean_ms".into(), round3(ms(single.cpu) / a.observes.max(1) as f64));
@@ -630,6 +650,7 @@ fn measure(
 
     // Batched observe throughput (durable commit per batch).
     let pb = bar((a.batch * a.batches) as u64, format!("ingest {n}"));
+    settle(&mem);
     let (done, spent, cpu) = time_batches(&mem, corpus, &mut next, a.batch, a.batches, &pb)?;
     pb.finish_and_clear();
     row.insert("ingest_per_s".into(), json!((done as f64 / spent.as_secs_f64()).round()));
@@ -649,6 +670,9 @@ fn measure(
     row.insert("observe_concurrent_p50_ms".into(), round3(quantile(&mut got.observes, 0.5)));
     drop(mem);
     row.insert("peak_rss_mb".into(), if rss_reset { round3(peak_rss_mb()) } else { Value::Null });
+    if measured != path {
+        let _ = std::fs::remove_file(&measured);
+    }
 
     if let (true, Some(base)) = (a.compare, baselines) {
         compare(base, corpus, queries, dir, n, used, &mut row)?;
@@ -656,46 +680,82 @@ fn measure(
     Ok(row)
 }
 
+/// One document as the baselines index it: soulmem's index terms of a memory
+/// (stop words dropped, stemmed), space-separated, and its text (stored, returned
+/// with each hit). Indexing the same terms gives every engine the same postings and
+/// document lengths, so all of them score the same matches.
+#[allow(dead_code)] // Read by the baselines in compare/ (soulmem-bench).
+pub struct BaselineDoc {
+    /// The memory's index terms, space-separated.
+    pub terms: String,
+    /// The memory's text.
+    pub content: String,
+}
+
+/// One query as the baselines run it: the terms soulmem searches for.
+pub struct BaselineQuery {
+    /// Query terms (soulmem's, stemmed).
+    pub terms: Vec<String>,
+    /// The query's kind ([`SynthQuery::kind`]).
+    pub kind: &'static str,
+}
+
 /// Search engines measured beside soulmem on the same documents and terms
 /// (`--compare`). Implemented by the `soulmem-compare` crate, which compiles this
 /// module into its own `soulmem-bench` binary so that soulctl never builds tantivy
 /// or SQLite.
 pub trait Baselines {
-    /// Indexes `docs` under `dir`, times a top-10 query for each entry of `terms`
-    /// (the tokens soulmem searches for), and adds fields to `row`.
+    /// Indexes `docs` under `dir`, times a top-10 query for each of `queries` (see
+    /// [`time_queries`]), and adds fields to `row`.
     ///
     /// # Errors
     /// Whatever the engines report.
     fn measure(
         &self,
-        docs: &[String],
-        terms: &[Vec<String>],
+        docs: &[BaselineDoc],
+        queries: &[BaselineQuery],
         dir: &Path,
         n: u64,
         row: &mut Map<String, Value>,
     ) -> anyhow::Result<()>;
 }
 
-/// Warms up on 50 queries, then times `f` on each entry of `terms`: `(p50, p99)` in
-/// milliseconds.
+/// The p50 of `times` per query kind, as a JSON object.
+pub fn p50_by_kind(times: &[f64], kinds: impl IntoIterator<Item = &'static str>) -> Value {
+    let mut by: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    for (t, k) in times.iter().zip(kinds) {
+        by.entry(k).or_default().push(*t);
+    }
+    Value::Object(
+        by.into_iter().map(|(k, mut v)| (k.to_owned(), round3(quantile(&mut v, 0.5)))).collect(),
+    )
+}
+
+/// Warms up on 50 queries, then times `f` on each of `queries`, and adds
+/// `{name}_p50_ms`, `{name}_p99_ms` and `{name}_p50_ms_by_kind` to `row`.
 ///
 /// # Errors
 /// The first error of `f`.
 #[allow(dead_code)] // Used by the baselines in compare/ (soulmem-bench).
 pub fn time_queries(
-    terms: &[Vec<String>],
+    name: &str,
+    queries: &[BaselineQuery],
+    row: &mut Map<String, Value>,
     f: &mut dyn FnMut(&[String]) -> anyhow::Result<usize>,
-) -> anyhow::Result<(f64, f64)> {
-    for t in terms.iter().take(50) {
-        f(t)?;
+) -> anyhow::Result<()> {
+    for q in queries.iter().take(50) {
+        f(&q.terms)?;
     }
     let mut v = Vec::new();
-    for t in terms {
+    for q in queries {
         let s = Instant::now();
-        f(t)?;
+        f(&q.terms)?;
         v.push(ms(s.elapsed()));
     }
-    Ok((quantile(&mut v, 0.5), quantile(&mut v, 0.99)))
+    row.insert(format!("{name}_p50_ms_by_kind"), p50_by_kind(&v, queries.iter().map(|q| q.kind)));
+    row.insert(format!("{name}_p50_ms"), round3(quantile(&mut v, 0.5)));
+    row.insert(format!("{name}_p99_ms"), round3(quantile(&mut v, 0.99)));
+    Ok(())
 }
 
 fn compare(
@@ -707,23 +767,29 @@ fn compare(
     used: u64,
     row: &mut Map<String, Value>,
 ) -> anyhow::Result<()> {
-    // The same contents soulmem indexed (exchanges 0..used, first n memories).
-    let mut docs: Vec<String> = Vec::with_capacity(n as usize);
-    for i in 0..used {
-        docs.extend(corpus.entries(i).into_iter().map(|e| e.content));
+    // The same memories soulmem indexed (exchanges 0..used, first n memories).
+    let mut docs: Vec<BaselineDoc> = Vec::with_capacity(n as usize);
+    'fill: for i in 0..used {
+        for e in corpus.entries(i) {
+            if docs.len() as u64 == n {
+                break 'fill;
+            }
+            let terms = soulmem::text::index_terms(&e.content).join(" ");
+            docs.push(BaselineDoc { terms, content: e.content });
+        }
     }
-    docs.truncate(n as usize);
-    let terms: Vec<Vec<String>> = queries
+    let queries: Vec<BaselineQuery> = queries
         .iter()
-        .map(|q| {
-            soulmem::read::query_terms(&q.text)
+        .map(|q| BaselineQuery {
+            terms: soulmem::read::query_terms(&q.text)
                 .into_iter()
                 .filter(|t| t.weight >= 1.0)
                 .map(|t| t.token)
-                .collect()
+                .collect(),
+            kind: q.kind,
         })
         .collect();
-    base.measure(&docs, &terms, dir, n, row)
+    base.measure(&docs, &queries, dir, n, row)
 }
 
 const COLUMNS: &[&str] = &[
