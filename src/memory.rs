@@ -362,6 +362,11 @@ impl Memory {
     /// thread is already at it. Errors leave the records pending for the next write
     /// or the close.
     pub(crate) fn write_access_in_background(&self) {
+        /// Within this long after a durable write began, every access commit is
+        /// synced.
+        const ACCESS_SYNC_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
+        /// Otherwise one access commit in this many is.
+        const ACCESS_SYNC_EVERY: u32 = 16;
         use crate::storage::{ACCESS_FLUSH_AT, ACCESS_FLUSH_CHUNK};
         let Some(mut slot) = self.access_writer.try_lock() else { return };
         if slot.as_ref().is_some_and(|h| !h.is_finished()) {
@@ -374,6 +379,7 @@ impl Memory {
         let durable = self.settings.durable;
         let spawned = std::thread::Builder::new().name("soulmem-access".into()).spawn(move || {
             let pause = std::time::Duration::from_micros(200);
+            let mut unsynced = 0u32;
             while store.access_pending() > ACCESS_FLUSH_AT / 2 {
                 // Other writers (observes) go first, unless the log grows far past
                 // its bound.
@@ -381,9 +387,22 @@ impl Memory {
                     std::thread::sleep(pause);
                     continue;
                 }
-                if store.flush_access(ACCESS_FLUSH_CHUNK, durable).is_err() {
+                // Synced while durable writes are going on: the next durable
+                // commit would otherwise be an observe's, and it would wait for
+                // every page these commits dirtied. Under reads alone only the
+                // last commit of a run and one in `ACCESS_SYNC_EVERY` are: an
+                // fsync costs concurrent reads time, and unsynced commits keep
+                // redb from reusing the pages they free.
+                let last = store.access_pending()
+                    <= ACCESS_FLUSH_AT / 2 + usize::try_from(ACCESS_FLUSH_CHUNK).unwrap_or(0);
+                let sync = durable
+                    && (last
+                        || store.durable_write_within(ACCESS_SYNC_WINDOW)
+                        || unsynced + 1 >= ACCESS_SYNC_EVERY);
+                if store.flush_access(ACCESS_FLUSH_CHUNK, sync).is_err() {
                     break;
                 }
+                unsynced = if sync { 0 } else { unsynced + 1 };
                 std::thread::sleep(pause);
             }
         });

@@ -18,9 +18,11 @@
 //! records, so a read snapshot overlays precisely the records its snapshot does not
 //! hold, and no record is applied twice.
 //!
-//! The background writer's commits are synced (unless the store was opened with
-//! `durable = false`), so they never leave pages for an observe's commit to sync:
-//! a crash loses at most the records not yet written, never a memory.
+//! The background writer syncs its commits (unless the store was opened with
+//! `durable = false`) while durable writes are going on, so an observe's commit
+//! never waits to sync pages the access records dirtied; under reads alone it
+//! syncs the last commit of each run and one in sixteen. At rest, a crash loses
+//! at most the records not yet written, never a memory.
 
 use std::collections::HashMap;
 use std::sync::Arc;

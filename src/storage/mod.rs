@@ -94,6 +94,11 @@ pub struct Store {
     /// Write transactions other than the background access writer's, waiting for
     /// the lock or running: that writer gives way to them.
     writers: std::sync::atomic::AtomicUsize,
+    /// When the store was opened: the clock of `last_durable_write`.
+    opened: std::time::Instant,
+    /// Milliseconds after `opened` when the last durable write transaction (other
+    /// than the access writer's) began; `u64::MAX` before the first.
+    last_durable_write: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Store {
@@ -301,6 +306,8 @@ impl Store {
             carry: parking_lot::Mutex::new(writer::Carry::default()),
             tails: tail::TailCache::default(),
             writers: std::sync::atomic::AtomicUsize::new(0),
+            opened: std::time::Instant::now(),
+            last_durable_write: std::sync::atomic::AtomicU64::new(u64::MAX),
             access: std::sync::Arc::new(access_log::AccessLog::new(
                 applied,
                 crate::Settings::for_profile(profile).access_history_cap,
@@ -325,6 +332,19 @@ impl Store {
     /// running.
     pub(crate) fn writing(&self) -> bool {
         self.writers.load(std::sync::atomic::Ordering::Acquire) > 0
+    }
+
+    /// Whether a durable write transaction (other than the access writer's) began
+    /// within `window`.
+    pub(crate) fn durable_write_within(&self, window: std::time::Duration) -> bool {
+        let at = self.last_durable_write.load(std::sync::atomic::Ordering::Acquire);
+        at != u64::MAX && self.opened.elapsed().as_millis() <= u128::from(at) + window.as_millis()
+    }
+
+    /// Notes that a durable write transaction begins (see `durable_write_within`).
+    pub(crate) fn note_durable_write(&self) {
+        let now = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.last_durable_write.store(now, std::sync::atomic::Ordering::Release);
     }
 
     /// Access records not written yet.
