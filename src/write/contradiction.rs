@@ -54,7 +54,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::dedup::similarity;
+use super::dedup::{dedup_tokens, similarity_tokens};
 use super::sentiment::py_strip;
 use crate::profile::Profile;
 
@@ -285,11 +285,13 @@ pub fn verb_attribute(text: &str, profile: Profile) -> Option<(Attribute, String
 /// first (ties keep candidate order), at most 5. Candidates are assumed active.
 #[must_use]
 pub fn find_similar<'a>(content: &str, candidates: &[(&'a str, &'a str)]) -> Vec<SimilarFact<'a>> {
+    // The new text's tokens once, not once per candidate.
+    let tokens = dedup_tokens(content);
     let mut scored: Vec<SimilarFact<'a>> = candidates
         .iter()
         .enumerate()
         .filter_map(|(index, &(id, fact))| {
-            let sim = similarity(content, fact);
+            let sim = similarity_tokens(&tokens, &dedup_tokens(fact));
             (sim >= SIMILARITY_THRESHOLD).then_some(SimilarFact {
                 index,
                 id,
