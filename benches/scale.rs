@@ -8,8 +8,8 @@
 //! - `observe/single_durable`: one `observe_pair` of a new exchange, fsync'd;
 //! - `observe/batch_100`: `observe_batch` of 100 new exchanges in one durable commit;
 //! - `recall/top10`, `recall/top10_user`, `recall/top10_domain`: top-10 recall,
-//!   unfiltered and filtered (the access-recording write is non-durable here, so
-//!   this is the read path; `soulctl bench scale` reports durable recall too);
+//!   unfiltered and filtered (recall records its accesses in memory; a background
+//!   thread writes them, unsynced here since the store is opened non-durable);
 //! - `dedup/fact_observe`: a fact-bearing exchange for a user who already has many
 //!   facts (dedup, slot conflicts and contradiction lookups), non-durable.
 
