@@ -360,7 +360,9 @@ impl Memory {
     /// chunk and giving way to other writers, until at most half of
     /// [`crate::storage::ACCESS_FLUSH_AT`] are pending; does nothing when that
     /// thread is already at it. Errors leave the records pending for the next write
-    /// or the close.
+    /// or the close. Its commits are synced while durable writes are going on, else
+    /// one in `ACCESS_SYNC_EVERY` and the last of a run (see `docs/DESIGN.md`,
+    /// "Access records").
     pub(crate) fn write_access_in_background(&self) {
         /// Within this long after a durable write began, every access commit is
         /// synced.

@@ -498,6 +498,33 @@ mod tests {
     }
 
     #[test]
+    fn durable_writes_are_noted_for_the_access_writer() {
+        use std::time::Duration;
+        let store = Store::in_memory(Profile::Default).expect("store");
+        let long = Duration::from_secs(3600);
+        assert!(!store.durable_write_within(long), "no write yet");
+        let d = store
+            .write(false, |w| {
+                w.insert(crate::model::MemoryEntry::new(
+                    crate::model::MemoryType::Semantic,
+                    "tea".to_owned(),
+                ))
+            })
+            .expect("insert");
+        assert!(!store.durable_write_within(long), "an unsynced write is not noted");
+        let epoch = store.read().expect("read").access_epoch();
+        let at = crate::model::time::parse_timestamp("2025-01-01T00:00:01").expect("ts");
+        store.record_access(&[d], at, epoch);
+        store.flush_access(1, true).expect("flush");
+        assert_eq!(store.access_pending(), 0);
+        assert!(!store.durable_write_within(long), "nor the access writer's own");
+        store.write(true, |_| Ok(())).expect("write");
+        assert!(store.durable_write_within(long));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!store.durable_write_within(Duration::from_millis(5)), "too long ago");
+    }
+
+    #[test]
     fn reads_overlay_access_records_until_a_write_holds_them() {
         use crate::model::{MemoryEntry, MemoryType, time};
         let store = Store::in_memory(Profile::Default).expect("store");
