@@ -283,17 +283,23 @@ pub struct MemoryEntry {
     pub domain: String,
 }
 
+/// Appends `item` to an access history, keeping its last `cap` items (the entry's
+/// timestamps and the `docs` record's copy of them are trimmed alike).
+pub(crate) fn push_capped<T>(history: &mut Vec<T>, item: T, cap: usize) {
+    history.push(item);
+    if history.len() > cap {
+        let extra = history.len() - cap;
+        history.drain(..extra);
+    }
+}
+
 impl MemoryEntry {
     /// Records an access at `now`: last access, count, and the timestamp history
     /// keeping its last `cap` timestamps.
     pub fn record_access(&mut self, now: Timestamp, cap: usize) {
         self.last_accessed = Some(now);
         self.access_count = self.access_count.saturating_add(1);
-        self.access_timestamps.push(now);
-        if self.access_timestamps.len() > cap {
-            let extra = self.access_timestamps.len() - cap;
-            self.access_timestamps.drain(..extra);
-        }
+        push_capped(&mut self.access_timestamps, now, cap);
     }
 
     /// A new entry of `kind` with the reference's defaults, created now (system clock).

@@ -469,7 +469,7 @@ impl Memory {
         if touch {
             self.touch(&touched, now, epoch)?;
             for m in out.memories.iter_mut().take(q.limit) {
-                bump_access(m, now, self.settings.access_history_cap);
+                m.record_access(now, self.settings.access_history_cap);
             }
         }
         Ok(out)
@@ -502,8 +502,8 @@ impl Memory {
     /// snapshot of access epoch `epoch` ([`crate::storage::Reader::access_epoch`]).
     /// Reads see the records at once; when more than
     /// [`crate::storage::ACCESS_FLUSH_AT`] are pending, a thread of their own writes
-    /// the oldest, in commits without fsync (see
-    /// [`Memory::write_access_in_background`]); closing the store writes the rest.
+    /// the oldest (see [`Memory::write_access_in_background`]); closing the store
+    /// writes the rest.
     pub(crate) fn touch(
         &self,
         docnos: &[u64],
@@ -520,7 +520,8 @@ impl Memory {
     }
 }
 
-/// Appends an access at `now`, keeping the last `cap` timestamps.
+/// Appends an access at `now`, keeping the last `cap` timestamps: the same as
+/// [`MemoryEntry::record_access`], kept for callers of earlier versions.
 pub fn bump_access(e: &mut MemoryEntry, now: crate::model::Timestamp, cap: usize) {
     e.record_access(now, cap);
 }

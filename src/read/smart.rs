@@ -247,7 +247,7 @@ impl Memory {
                 out.memories.iter().take(q.limit).map(|m| m.id.clone()).collect();
             self.touch_ids(&ids, now)?;
             for m in out.memories.iter_mut().take(q.limit) {
-                super::bump_access(m, now, cap);
+                m.record_access(now, cap);
             }
         }
         Ok(out)

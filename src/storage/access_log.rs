@@ -68,9 +68,18 @@ struct State {
     epoch: u64,
 }
 
+/// The records of `recs` numbered in `(after, upto]`, in order.
+fn in_range(
+    recs: &[(u64, Timestamp)],
+    after: u64,
+    upto: u64,
+) -> impl Iterator<Item = (u64, Timestamp)> + '_ {
+    recs.iter().copied().filter(move |&(seq, _)| seq > after && seq <= upto)
+}
+
 /// The times of `recs` numbered in `(after, upto]`, in order.
 fn times_in(recs: &[(u64, Timestamp)], after: u64, upto: u64) -> Vec<Timestamp> {
-    recs.iter().filter(|(seq, _)| *seq > after && *seq <= upto).map(|&(_, t)| t).collect()
+    in_range(recs, after, upto).map(|(_, t)| t).collect()
 }
 
 impl State {
@@ -211,7 +220,7 @@ impl AccessLog {
         let mut out: Unapplied = Vec::new();
         for (&d, recs) in &s.by_doc {
             let mut times = Vec::new();
-            for &(seq, t) in recs.iter().filter(|(seq, _)| *seq > applied && *seq <= limit) {
+            for (seq, t) in in_range(recs, applied, limit) {
                 times.push(t);
                 last = last.max(seq);
             }

@@ -49,11 +49,7 @@ impl DocInfo {
     /// [`DocInfo::from_entry`] makes of the accessed entry.
     pub fn record_access(&mut self, at_us: i64, cap: usize) {
         self.access_count = self.access_count.saturating_add(1);
-        self.access.push(at_us);
-        if self.access.len() > cap {
-            let extra = self.access.len() - cap;
-            self.access.drain(..extra);
-        }
+        crate::model::push_capped(&mut self.access, at_us, cap);
     }
 
     /// Builds the record for `entry` with document length `doc_len`.

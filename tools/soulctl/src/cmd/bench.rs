@@ -147,11 +147,7 @@ pub fn run_with(args: Args, baselines: Option<&dyn Baselines>) -> anyhow::Result
 }
 
 fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
-    if !a.store.exists() {
-        anyhow::bail!("{} does not exist (build one with bench scale --keep)", a.store.display());
-    }
-    let copy = a.store.with_extension("ingest.redb");
-    std::fs::copy(&a.store, &copy).with_context(|| format!("copying to {}", copy.display()))?;
+    let copy = working_copy(&a.store, "ingest.redb")?;
     let mem = Memory::open(&copy)?;
     let corpus = Corpus::new(a.seed);
     // Exchanges past any the store was built from.
@@ -175,14 +171,20 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
-    if !a.store.exists() {
-        anyhow::bail!("{} does not exist (build one with bench scale --keep)", a.store.display());
+/// A copy of the kept `store` beside it, with extension `ext`, for a run to write.
+fn working_copy(store: &Path, ext: &str) -> anyhow::Result<PathBuf> {
+    if !store.exists() {
+        anyhow::bail!("{} does not exist (build one with bench scale --keep)", store.display());
     }
+    let copy = store.with_extension(ext);
+    std::fs::copy(store, &copy).with_context(|| format!("copying to {}", copy.display()))?;
+    Ok(copy)
+}
+
+fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     // A copy, so the recalls' access records (and --concurrent's observes) leave
     // the store as it was for the next run.
-    let copy = a.store.with_extension("recall.redb");
-    std::fs::copy(&a.store, &copy).with_context(|| format!("copying to {}", copy.display()))?;
+    let copy = working_copy(&a.store, "recall.redb")?;
     let mem = Memory::open(&copy)?;
     let corpus = Corpus::new(a.seed);
     let mut queries = corpus.queries(a.queries);
@@ -567,13 +569,7 @@ fn measure(
     // 2. Measure on the store opened as an application would (durable writes).
     // With --keep the store is kept as built (so `bench recall` and `bench ingest`
     // on it start from what was measured here) and a copy is measured.
-    let measured = if a.keep {
-        let copy = path.with_extension("measured.redb");
-        std::fs::copy(&path, &copy).with_context(|| format!("copying to {}", copy.display()))?;
-        copy
-    } else {
-        path.clone()
-    };
+    let measured = if a.keep { working_copy(&path, "measured.redb")? } else { path.clone() };
     let mut builder = Memory::builder();
     if let Some(mb) = a.cache_mb {
         builder = builder.cache_bytes(mb << 20);
