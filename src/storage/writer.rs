@@ -29,7 +29,7 @@ pub struct Writer<'t> {
     pub(crate) fact_terms: Table<'t, (Str, Str), u64>,
     pub(crate) prefixes: Table<'t, (Str, Str, Str, u64), ()>,
     pub(crate) attributes: Table<'t, (Str, Str, Str, u64), ()>,
-    fact_cards: Table<'t, (Str, u64), Bytes>,
+    pub(crate) fact_cards: Table<'t, (Str, u64), Bytes>,
     pub(crate) entities: Table<'t, (Str, u64), ()>,
     pub(crate) users: Table<'t, (Str, u64), ()>,
     pub(crate) importance: Table<'t, (Str, u8, i64, u64), ()>,

@@ -210,21 +210,30 @@ pub struct Probe {
 /// most of its tokens probed.
 #[must_use]
 pub fn probe_tokens(new_content: &str, threshold: f64, df: impl Fn(&str) -> u64) -> Probe {
-    let tokens = dedup_tokens(new_content);
-    if tokens.is_empty() {
+    let ranked = ranked_tokens(new_content, df);
+    if ranked.is_empty() {
         return Probe { tokens: Vec::new(), match_tokenless: true };
     }
-    let a = tokens.len();
-    let Some(k) = min_overlap(a, threshold) else {
-        return Probe { tokens: Vec::new(), match_tokenless: false };
-    };
-    let mut ranked: Vec<(u64, String)> = tokens.into_iter().map(|t| (df(&t), t)).collect();
+    let take = probe_len(ranked.len(), threshold);
+    Probe { tokens: ranked.into_iter().take(take).collect(), match_tokenless: false }
+}
+
+/// The dedup tokens of `new_content` in [`probe_tokens`]' order: ascending `df`,
+/// ties by token. A probe at any threshold reads a prefix of this list.
+#[must_use]
+pub fn ranked_tokens(new_content: &str, df: impl Fn(&str) -> u64) -> Vec<String> {
+    let mut ranked: Vec<(u64, String)> =
+        dedup_tokens(new_content).into_iter().map(|t| (df(&t), t)).collect();
     ranked.sort();
-    let take = a - k + 1;
-    Probe {
-        tokens: ranked.into_iter().take(take).map(|(_, t)| t).collect(),
-        match_tokenless: false,
-    }
+    ranked.into_iter().map(|(_, t)| t).collect()
+}
+
+/// How many of a new fact's `a` ranked tokens [`probe_tokens`] reads at
+/// `threshold`: `a - min_overlap + 1`, or 0 when no overlap reaches it. Lower
+/// thresholds read longer prefixes.
+#[must_use]
+pub fn probe_len(a: usize, threshold: f64) -> usize {
+    min_overlap(a, threshold).map_or(0, |k| a - k + 1)
 }
 
 #[cfg(test)]

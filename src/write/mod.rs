@@ -8,6 +8,7 @@ pub mod evict;
 pub mod facts;
 pub mod keys;
 pub mod lifecycle;
+mod near;
 pub mod observe;
 pub mod self_model;
 pub mod sentiment;

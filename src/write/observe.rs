@@ -21,6 +21,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use redb::ReadableTable;
 
+use super::near::{Fact, NearFacts, facts_order};
 use super::{
     contradiction, dedup, entities, facts, keys, lifecycle, self_model, sentiment, significance,
 };
@@ -105,13 +106,6 @@ pub struct ObserveReport {
     pub superseded: Vec<SupersededFact>,
 }
 
-/// An active fact as the comparisons see it.
-struct Fact {
-    docno: u64,
-    id: String,
-    content: String,
-}
-
 /// Active facts in the reference's `facts()` order: importance descending, newest
 /// first, then insertion order.
 fn all_active_facts(w: &mut Writer<'_>) -> Result<Vec<Fact>> {
@@ -132,12 +126,6 @@ fn all_active_facts(w: &mut Writer<'_>) -> Result<Vec<Fact>> {
     }
     rows.sort_by(facts_order);
     load_facts(w, rows.into_iter().map(|r| r.2))
-}
-
-/// The reference's `facts()` order of `(importance, created µs, docno)` keys:
-/// importance descending, newest first, then insertion order.
-fn facts_order(a: &(u8, i64, u64), b: &(u8, i64, u64)) -> std::cmp::Ordering {
-    b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2))
 }
 
 fn keys_layer() -> &'static str {
@@ -171,61 +159,6 @@ fn in_facts_order(w: &Writer<'_>, docnos: impl IntoIterator<Item = u64>) -> Resu
     Ok(rows.into_iter().map(|r| r.2).collect())
 }
 
-/// Default profile: facts of `(user, domain)` that share a probe token with
-/// `content` (every fact whose dedup similarity can reach `threshold`), in
-/// `facts()` order.
-fn similar_facts(
-    w: &Writer<'_>,
-    content: &str,
-    threshold: f64,
-    user: Option<&str>,
-    domain: &str,
-) -> Result<Vec<Fact>> {
-    let part = schema::fact_partition(user, domain);
-    let docnos = similar_docnos(w, content, threshold, &part)?;
-    cards_in_order(w, &part, docnos)
-}
-
-/// The docnos of [`similar_facts`], in partition `part`.
-fn similar_docnos(
-    w: &Writer<'_>,
-    content: &str,
-    threshold: f64,
-    part: &str,
-) -> Result<BTreeSet<u64>> {
-    let probe = {
-        let terms = &w.fact_terms;
-        dedup::probe_tokens(content, threshold, |t| {
-            terms.get((part, t)).ok().flatten().map_or(0, |v| v.value())
-        })
-    };
-    let mut docnos = BTreeSet::new();
-    for t in &probe.tokens {
-        for row in w.fact_tokens.range((part, t.as_str(), 0u64)..=(part, t.as_str(), u64::MAX))? {
-            docnos.insert(row?.0.value().2);
-        }
-    }
-    Ok(docnos)
-}
-
-/// Default profile: the active facts at `docnos` of partition `part`, in the
-/// reference's `facts()` order (see [`all_active_facts`]), from their cards: the
-/// facts of one user and domain sit together there, so this reads a few pages
-/// instead of an entry and a `docs` record per fact.
-fn cards_in_order(w: &Writer<'_>, part: &str, docnos: BTreeSet<u64>) -> Result<Vec<Fact>> {
-    let mut rows = Vec::new();
-    for d in docnos {
-        if let Some(card) = w.fact_card(part, d)? {
-            rows.push(((card.importance, card.created_us, d), card));
-        }
-    }
-    rows.sort_by(|a, b| facts_order(&a.0, &b.0));
-    Ok(rows
-        .into_iter()
-        .map(|((_, _, docno), card)| Fact { docno, id: card.id, content: card.content })
-        .collect())
-}
-
 /// Default profile: facts of `(user, domain)` that state one of `content`'s verb
 /// attributes.
 fn attribute_facts(
@@ -252,17 +185,13 @@ fn attribute_facts(
 /// its verb attributes — in `facts()` order, without the facts this observe stored.
 fn contradiction_candidates(
     w: &Writer<'_>,
+    near: &mut NearFacts,
     text: &str,
     cx: &Ctx,
-    profile: Profile,
     stored: &HashSet<u64>,
 ) -> Result<Vec<Fact>> {
-    let user = cx.user_id.as_deref();
-    let part = schema::fact_partition(user, &cx.domain);
-    let mut docnos = similar_docnos(w, text, contradiction::SIMILARITY_THRESHOLD, &part)?;
-    docnos.extend(attribute_facts(w, text, user, &cx.domain, profile)?);
-    docnos.retain(|d| !stored.contains(d));
-    cards_in_order(w, &part, docnos)
+    let attributes = attribute_facts(w, text, cx.user_id.as_deref(), &cx.domain, w.profile())?;
+    near.similar(w, text, contradiction::SIMILARITY_THRESHOLD, attributes, stored)
 }
 
 /// Supersedes the fact at `docno`: `superseded_by = by`, and the `superseded` flag
@@ -490,14 +419,16 @@ fn observe_analysed(
     let salience = significance::episodic_salience(&sig.score);
     let mut candidates: Vec<MemoryEntry> = Vec::new();
     let all_active = if reference { Some(all_active_facts(w)?) } else { None };
+    let mut near = NearFacts::new(cx.user_id.as_deref(), &cx.domain);
+    let none = HashSet::new();
     for cand in extracted {
         let drop = match &all_active {
             Some(active) => {
                 dedup::prefilter_drops(&cand.content, active.iter().map(|f| f.content.as_str()))
             }
             None => {
-                let near = similar_facts(w, &cand.content, 0.5, cx.user_id.as_deref(), &cx.domain)?;
-                dedup::prefilter_drops(&cand.content, near.iter().map(|f| f.content.as_str()))
+                let close = near.similar(w, &cand.content, 0.5, [], &none)?;
+                dedup::prefilter_drops(&cand.content, close.iter().map(|f| f.content.as_str()))
             }
         };
         if drop {
@@ -585,13 +516,9 @@ fn observe_analysed(
         // is stored then replaces the single-valued slot it fills.
         let mut batch: HashSet<u64> = HashSet::new();
         for cand in candidates {
-            let near: Vec<Fact> =
-                similar_facts(w, &cand.content, 0.6, cx.user_id.as_deref(), &cx.domain)?
-                    .into_iter()
-                    .filter(|f| !batch.contains(&f.docno))
-                    .collect();
+            let close = near.similar(w, &cand.content, 0.6, [], &batch)?;
             let pairs: Vec<(&str, &str)> =
-                near.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
+                close.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
             let decision = dedup::reconcile(&cand.content, &pairs);
             if matches!(decision, dedup::DedupDecision::Skip { .. }) {
                 continue;
@@ -601,9 +528,10 @@ fn observe_analysed(
             let entry = w.get(docno)?.ok_or_else(|| crate::Error::Storage("lost fact".into()))?;
             batch.insert(docno);
             if let dedup::DedupDecision::Merge { id, .. } = &decision
-                && let Some(target) = near.iter().find(|f| &f.id == id)
+                && let Some(target) = close.iter().find(|f| &f.id == id)
                 && let Some(old) = supersede(w, target.docno, &entry.id, false, now, "dedup merge")?
             {
+                near.retire(target.docno);
                 superseded.push(SupersededFact {
                     id: old.id,
                     content: old.content,
@@ -626,6 +554,7 @@ fn observe_analysed(
                     if e.content != entry.content
                         && let Some(old) = supersede(w, d, &entry.id, false, now, "slot replaced")?
                     {
+                        near.retire(d);
                         superseded.push(SupersededFact {
                             id: old.id,
                             content: old.content,
@@ -677,7 +606,7 @@ fn observe_analysed(
                 }
                 v
             } else {
-                contradiction_candidates(w, &fact.content, &cx, profile, &stored_docnos)?
+                contradiction_candidates(w, &mut near, &fact.content, &cx, &stored_docnos)?
                     .into_iter()
                     .filter(|f| f.docno != *new_docno)
                     .collect()
@@ -687,6 +616,7 @@ fn observe_analysed(
             for c in contradiction::detect(&fact.content, &pairs, profile) {
                 let Some(target) = cands.iter().find(|f| f.id == c.old_id) else { continue };
                 let was_active = w.docinfo(target.docno)?.is_some_and(|i| !i.superseded);
+                near.retire(target.docno);
                 if let Some(old) = supersede(w, target.docno, &fact.id, true, now, &c.reason)?
                     && was_active
                     && !stored_docnos.contains(&target.docno)
@@ -714,7 +644,7 @@ fn observe_analysed(
         let cands: Vec<Fact> = if reference {
             all_active_facts(w)?
         } else {
-            contradiction_candidates(w, user, &cx, profile, &stored_docnos)?
+            contradiction_candidates(w, &mut near, user, &cx, &stored_docnos)?
         };
         let pairs: Vec<(&str, &str)> =
             cands.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();

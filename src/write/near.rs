@@ -1,0 +1,244 @@
+//! The default profile's lookups of the facts near a text, shared by the steps of one
+//! observe.
+//!
+//! One observe asks for the facts of its user and domain near each new fact three
+//! times: the pre-filter (similarity 0.5), dedup (0.6) and the contradiction check
+//! (0.3), and once more for the raw user text. Each ask is a prefix-filtering probe
+//! ([`dedup::probe_tokens`]): a prefix of the text's dedup tokens ranked by document
+//! frequency, the `fact_tokens` rows of those tokens, then the cards of the facts
+//! found. [`NearFacts`] ranks each text once, reads each token's rows and each card
+//! at most once per observe, and answers every threshold from the same ranking (a
+//! lower threshold reads a longer prefix of it).
+//!
+//! Why the answers stay the same as fresh lookups:
+//! - The pre-filter asks before the observe writes anything, so it gets exactly what
+//!   a fresh lookup would.
+//! - Later asks may use a ranking made before this observe's own facts changed some
+//!   document frequencies. Prefix filtering holds for any order of the tokens (a
+//!   fact reaching the threshold misses at most `a - k` of the `a` tokens, so it
+//!   holds one of any `a - k + 1`), so every fact that can reach the threshold is
+//!   still found; the others cannot change a dedup decision or a contradiction (see
+//!   [`super::contradiction`]'s "What the caller must supply").
+//! - Facts this observe stored are excluded by the callers, as before; facts it
+//!   superseded are dropped here ([`NearFacts::retire`]), as their cards are.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use redb::ReadableTable;
+
+use super::dedup;
+use crate::error::Result;
+use crate::storage::keys::FactCard;
+use crate::storage::{Writer, schema};
+
+/// An active fact as the comparisons see it.
+pub(super) struct Fact {
+    /// Its document number.
+    pub docno: u64,
+    /// Its id.
+    pub id: String,
+    /// Its content.
+    pub content: String,
+}
+
+/// The reference's `facts()` order of `(importance, created µs, docno)` keys:
+/// importance descending, newest first, then insertion order.
+pub(super) fn facts_order(a: &(u8, i64, u64), b: &(u8, i64, u64)) -> std::cmp::Ordering {
+    b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2))
+}
+
+/// The facts of one user and domain near the texts of one observe (see the module
+/// docs). Lives for one observe: it must not outlive the write transaction.
+pub(super) struct NearFacts {
+    /// The `(user, domain)` fact partition.
+    part: String,
+    /// Each text's dedup tokens, rarest first.
+    ranked: HashMap<String, Vec<String>>,
+    /// Each token's facts in the partition, when first read.
+    rows: HashMap<String, Vec<u64>>,
+    /// Cards read so far; `None` for facts that are not active (or were retired).
+    cards: HashMap<u64, Option<FactCard>>,
+}
+
+impl NearFacts {
+    /// Lookups in the partition of `user` and `domain`.
+    pub(super) fn new(user: Option<&str>, domain: &str) -> Self {
+        Self {
+            part: schema::fact_partition(user, domain),
+            ranked: HashMap::new(),
+            rows: HashMap::new(),
+            cards: HashMap::new(),
+        }
+    }
+
+    /// The active facts of the partition whose similarity with `text` can reach
+    /// `threshold`, with the facts at `extra`, without those in `exclude`, in the
+    /// reference's `facts()` order.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(super) fn similar(
+        &mut self,
+        w: &Writer<'_>,
+        text: &str,
+        threshold: f64,
+        extra: impl IntoIterator<Item = u64>,
+        exclude: &HashSet<u64>,
+    ) -> Result<Vec<Fact>> {
+        if !self.ranked.contains_key(text) {
+            let terms = &w.fact_terms;
+            let part = self.part.as_str();
+            let ranked = dedup::ranked_tokens(text, |t| {
+                terms.get((part, t)).ok().flatten().map_or(0, |v| v.value())
+            });
+            self.ranked.insert(text.to_owned(), ranked);
+        }
+        let ranked = self.ranked.get(text).map_or(&[][..], Vec::as_slice);
+        let take = dedup::probe_len(ranked.len(), threshold);
+        let mut docnos: BTreeSet<u64> = extra.into_iter().collect();
+        #[cfg(test)]
+        if tests::BRUTE_FORCE.get() {
+            // The oracle: every fact of the partition, as a fresh scan.
+            let p = self.part.as_str();
+            for row in w.fact_cards.range((p, 0u64)..=(p, u64::MAX))? {
+                docnos.insert(row?.0.value().1);
+            }
+            self.cards.clear();
+        }
+        for token in &ranked[..take.min(ranked.len())] {
+            if !self.rows.contains_key(token) {
+                let mut found = Vec::new();
+                let (p, t) = (self.part.as_str(), token.as_str());
+                for row in w.fact_tokens.range((p, t, 0u64)..=(p, t, u64::MAX))? {
+                    found.push(row?.0.value().2);
+                }
+                self.rows.insert(token.clone(), found);
+            }
+            docnos.extend(self.rows.get(token).into_iter().flatten().copied());
+        }
+        docnos.retain(|d| !exclude.contains(d));
+        for &d in &docnos {
+            if !self.cards.contains_key(&d) {
+                let card = w.fact_card(&self.part, d)?;
+                self.cards.insert(d, card);
+            }
+        }
+        let mut out: Vec<((u8, i64, u64), &FactCard)> = docnos
+            .iter()
+            .filter_map(|&d| match self.cards.get(&d) {
+                Some(Some(card)) => Some(((card.importance, card.created_us, d), card)),
+                _ => None,
+            })
+            .collect();
+        out.sort_by(|a, b| facts_order(&a.0, &b.0));
+        Ok(out
+            .into_iter()
+            .map(|((_, _, docno), card)| Fact {
+                docno,
+                id: card.id.clone(),
+                content: card.content.clone(),
+            })
+            .collect())
+    }
+
+    /// The fact at `docno` was superseded by this observe: it is no longer active.
+    pub(super) fn retire(&mut self, docno: u64) {
+        self.cards.insert(docno, None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use crate::write::observe::ObserveOptions;
+    use crate::{FixedClock, Memory, Profile, model::time};
+
+    thread_local! {
+        /// Makes [`super::NearFacts::similar`] compare with every fact of the
+        /// partition, read afresh each time: no prefix filter, no cache.
+        pub(super) static BRUTE_FORCE: Cell<bool> = const { Cell::new(false) };
+    }
+
+    const SAYINGS: &[&str] = &[
+        "I live in Paris",
+        "I live in Berlin",
+        "I moved to Lisbon",
+        "I work at Acme",
+        "I work at Globex now",
+        "I'm a nurse at Mercy Hospital",
+        "I am a teacher at Lincoln High",
+        "I like green tea",
+        "I don't like green tea",
+        "I love green tea with honey",
+        "I like black coffee",
+        "I hate black coffee",
+        "my favorite color is blue",
+        "my favorite color is green",
+        "I use vim for editing",
+        "I use emacs for editing",
+        "I'm learning Rust",
+        "I'm not learning Rust anymore",
+        "I prefer tea over coffee",
+        "my name is Ada",
+    ];
+
+    /// What an observe run leaves: every fact (content, superseded flag, what
+    /// superseded it, by content) and each report's decisions, ids replaced by
+    /// contents.
+    fn run(steps: &[(usize, usize, usize)], brute: bool) -> Vec<String> {
+        BRUTE_FORCE.set(brute);
+        let start = time::parse_timestamp("2026-01-01T00:00:00Z").expect("time");
+        let clock = Arc::new(FixedClock::new(start));
+        let mem = Memory::builder()
+            .profile(Profile::Default)
+            .clock(clock.clone())
+            .open_in_memory()
+            .expect("store");
+        let mut out = Vec::new();
+        for (i, &(a, b, user)) in steps.iter().enumerate() {
+            clock.set(start + chrono::Duration::minutes(i as i64 * 7));
+            let text = format!("{}. Also, {}", SAYINGS[a], SAYINGS[b]);
+            let opts = ObserveOptions {
+                user_id: Some(format!("u{}", user % 2)),
+                domain: if user < 2 { "default".into() } else { "work".into() },
+            };
+            let r = mem.observe_pair(&text, "Noted.", &opts).expect("observe");
+            let facts: Vec<&str> = r.facts.iter().map(|f| f.content.as_str()).collect();
+            let gone: Vec<String> =
+                r.superseded.iter().map(|s| format!("{}/{}", s.content, s.cause)).collect();
+            let contra: Vec<&str> = r.contradictions.iter().map(|c| c.reason.as_str()).collect();
+            out.push(format!("{i}: {facts:?} {gone:?} {contra:?}"));
+        }
+        let all = mem.facts(true).expect("facts");
+        let content_of = |id: &str| {
+            all.iter().find(|e| e.id == id).map_or_else(|| id.to_owned(), |e| e.content.clone())
+        };
+        for e in &all {
+            out.push(format!(
+                "{} {:?} {} {:?}",
+                e.content,
+                e.user_id,
+                e.superseded,
+                e.superseded_by.as_deref().map(content_of)
+            ));
+        }
+        BRUTE_FORCE.set(false);
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Shared, prefix-filtered lookups decide exactly as comparing every new
+        /// fact with every fact of its user and domain.
+        #[test]
+        fn lookups_decide_as_brute_force(
+            steps in prop::collection::vec((0..SAYINGS.len(), 0..SAYINGS.len(), 0..4usize), 1..40)
+        ) {
+            prop_assert_eq!(run(&steps, false), run(&steps, true));
+        }
+    }
+}
