@@ -90,6 +90,7 @@ pub struct MemoryBuilder {
     settings: Option<Settings>,
     clock: Arc<dyn Clock>,
     cache_bytes: Option<usize>,
+    postings_cache_bytes: Option<usize>,
     check_integrity: bool,
     embedder: Option<Arc<dyn Embedder>>,
     engine: Option<Arc<dyn CognitiveEngine>>,
@@ -102,6 +103,7 @@ impl Default for MemoryBuilder {
             settings: None,
             clock: Arc::new(SystemClock),
             cache_bytes: None,
+            postings_cache_bytes: None,
             check_integrity: false,
             embedder: None,
             engine: None,
@@ -136,6 +138,16 @@ impl MemoryBuilder {
     #[must_use]
     pub fn cache_bytes(mut self, bytes: usize) -> Self {
         self.cache_bytes = Some(bytes);
+        self
+    }
+
+    /// Bytes of decoded postings kept in memory for the most-searched terms,
+    /// shared by every recall (default: 64 MiB; 0 turns it off). Long postings
+    /// lists searched again are then walked in memory instead of decoded from
+    /// their blocks; see `storage::block_cache`.
+    #[must_use]
+    pub fn postings_cache_bytes(mut self, bytes: usize) -> Self {
+        self.postings_cache_bytes = Some(bytes);
         self
     }
 
@@ -209,7 +221,10 @@ impl MemoryBuilder {
         Ok(self.finish(store))
     }
 
-    fn finish(self, store: Store) -> Memory {
+    fn finish(self, mut store: Store) -> Memory {
+        if let Some(bytes) = self.postings_cache_bytes {
+            store.set_postings_cache(bytes);
+        }
         let profile = store.profile();
         let settings = self.settings.unwrap_or_else(|| Settings::for_profile(profile));
         store.set_access_cap(settings.access_history_cap);

@@ -12,10 +12,12 @@
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
 
 use redb::{AccessGuard, Range};
 
 use crate::error::Result;
+use crate::storage::block_cache::CachedTerm;
 use crate::storage::postings::{self, Header, Posting};
 use crate::storage::tail::TailTerm;
 use crate::storage::{DocInfo, Reader};
@@ -66,6 +68,10 @@ pub struct TermStat {
     /// Score upper bound: the weighted BM25 contribution of the term's best
     /// (tf, length) pair.
     pub upper: f64,
+    /// Postings in the term's blocks (the tail's left out).
+    pub block_df: u64,
+    /// Generation of the term's blocks (see `storage::block_cache`).
+    pub generation: u64,
 }
 
 /// A candidate memory with its text score.
@@ -152,7 +158,9 @@ pub fn term_stats(r: &Reader, terms: &[Term]) -> Result<Vec<TermStat>> {
         // Blocks and tail together (see `storage::tail`).
         let info = postings::term_info(&r.postings, &t.token)?;
         let tail = r.tail.term_stats(&t.token);
-        let df = info.as_ref().map_or(0, |i| i.df) + tail.map_or(0, |(df, _)| df);
+        let block_df = info.as_ref().map_or(0, |i| i.df);
+        let generation = info.as_ref().map_or(0, |i| i.generation);
+        let df = block_df + tail.map_or(0, |(df, _)| df);
         if df == 0 {
             continue;
         }
@@ -169,6 +177,8 @@ pub fn term_stats(r: &Reader, terms: &[Term]) -> Result<Vec<TermStat>> {
             df,
             idf: w,
             upper: t.weight * unit,
+            block_df,
+            generation,
         });
     }
     out.sort_by(|a, b| b.upper.total_cmp(&a.upper).then_with(|| a.token.cmp(&b.token)));
@@ -187,10 +197,22 @@ fn scoring_order<'s>(r: &Reader, stats: &'s [TermStat]) -> Vec<&'s TermStat> {
 
 type BlockRows<'a> = Range<'a, (&'static str, u64), &'static [u8]>;
 
+/// Where a cursor's blocks come from.
+// One per query term, held in place for the whole search: the size is no cost.
+#[allow(clippy::large_enum_variant)]
+enum Blocks<'a> {
+    /// The term's rows, decoded as the cursor stops in them.
+    Rows(BlockRows<'a>),
+    /// The store's decoded copy (`storage::block_cache`) and the next block's index.
+    Cached(Arc<CachedTerm>, usize),
+}
+
 /// A position in one term's postings, moving forward only; the term's tail
 /// postings come as one last block.
 struct Cursor<'a> {
-    rows: BlockRows<'a>,
+    blocks: Blocks<'a>,
+    /// The current block's index in a cached term.
+    cached_block: Option<usize>,
     tail: Option<TailTerm>,
     /// The current block's row value, kept until it is decoded.
     raw: Option<AccessGuard<'a, &'static [u8]>>,
@@ -210,8 +232,13 @@ struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     fn new(r: &'a Reader, t: &TermStat, avgdl: f64) -> Result<Self> {
         let tok = t.token.as_str();
+        let blocks = match r.blocks.term(&r.postings, tok, t.generation, t.block_df)? {
+            Some(cached) => Blocks::Cached(cached, 0),
+            None => Blocks::Rows(r.postings.range(postings::blocks_of(tok))?),
+        };
         let mut c = Cursor {
-            rows: r.postings.range(postings::blocks_of(tok))?,
+            blocks,
+            cached_block: None,
             tail: r.tail.term(tok),
             raw: None,
             head: None,
@@ -237,13 +264,30 @@ impl<'a> Cursor<'a> {
         let bound = |h: &Header| h.impacts.max_by(|tf, len| term_score(idf, tf, len, avgdl));
         self.raw = None;
         self.head = None;
-        match self.rows.next() {
-            Some(row) => {
-                let (k, v) = row?;
-                let h = postings::header(k.value().1, v.value())?;
+        self.cached_block = None;
+        let next = match &mut self.blocks {
+            Blocks::Rows(rows) => match rows.next() {
+                Some(row) => {
+                    let (k, v) = row?;
+                    let h = postings::header(k.value().1, v.value())?;
+                    self.raw = Some(v);
+                    Some(h)
+                }
+                None => None,
+            },
+            Blocks::Cached(term, i) => match term.heads.get(*i) {
+                Some(h) => {
+                    self.cached_block = Some(*i);
+                    *i += 1;
+                    Some(h.clone())
+                }
+                None => None,
+            },
+        };
+        match next {
+            Some(h) => {
                 self.block_upper = self.weight * bound(&h);
                 self.head = Some(h);
-                self.raw = Some(v);
             }
             None => {
                 // The tail, already decoded (its postings are counted as read when
@@ -287,22 +331,35 @@ impl<'a> Cursor<'a> {
             if let Some(raw) = self.raw.take() {
                 postings::decode_into(h, raw.value(), &mut self.postings)?;
             }
-            // (A tail block has its postings already and no row.)
+            // (A tail block has its postings already and no row; a cached block
+            // is read in place.)
             self.decoded = true;
-            *read += self.postings.len() as u64;
+            *read += self.block().len() as u64;
         }
         // `d <= last`, so a posting at or after `d` is in this block. Calls come
         // with ascending `d`: a linear walk is amortised over the block.
-        while self.postings.get(self.pos).is_some_and(|p| p.docno < d) {
-            self.pos += 1;
+        let block = self.block();
+        let mut pos = self.pos;
+        while block.get(pos).is_some_and(|p| p.docno < d) {
+            pos += 1;
         }
-        Ok(self.postings.get(self.pos).map_or(u64::MAX, |p| p.docno))
+        let found = block.get(pos).map_or(u64::MAX, |p| p.docno);
+        self.pos = pos;
+        Ok(found)
+    }
+
+    /// The current block's postings (once decoded).
+    fn block(&self) -> &[Posting] {
+        match (&self.blocks, self.cached_block) {
+            (Blocks::Cached(term, _), Some(i)) => term.block(i),
+            _ => &self.postings,
+        }
     }
 
     /// The weighted score of the current posting (equal to `weight ×`
     /// [`term_score`]).
     fn score(&self, norms: &Norms) -> f64 {
-        let p = &self.postings[self.pos];
+        let p = &self.block()[self.pos];
         self.weight * score_with_norm(self.idf, p.tf, norms.of(p.len))
     }
 }
@@ -584,6 +641,7 @@ mod tests {
     use super::*;
     use crate::memory::Memory;
     use crate::model::{MemoryEntry, MemoryType};
+    use crate::storage::block_cache::BlockCache;
     use proptest::prelude::*;
 
     const WORDS: [&str; 12] = [
@@ -638,6 +696,12 @@ mod tests {
                 mem.add_batch(chunk.to_vec()).expect("test store");
             }
             let r = mem.read().expect("test store");
+            // The same snapshot searched through decoded copies of its blocks: one
+            // cache holding every term, one too small to hold most.
+            let mut cached = mem.read().expect("test store");
+            cached.blocks = Arc::new(BlockCache::eager(1 << 20));
+            let mut tight = mem.read().expect("test store");
+            tight.blocks = Arc::new(BlockCache::eager(4 << 10));
             let mut found = 0;
             for (words, k, modulo) in queries {
                 let terms: Vec<Term> = words
@@ -660,10 +724,66 @@ mod tests {
                 want.truncate(k);
                 let mut got_pairs: Vec<(u64, f64)> = got.iter().map(|c| (c.docno, c.bm25)).collect();
                 got_pairs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                for (i, reader) in [&cached, &cached, &tight, &tight].into_iter().enumerate() {
+                    let mut sorted = Sorted(&allowed);
+                    let allow: Option<&mut dyn Allow> =
+                        if modulo == 3 { Some(&mut sorted) } else { None };
+                    let (again, _) =
+                        top_k(reader, &stats, k, allow, |d, _| keep(d)).expect("test store");
+                    let pairs: Vec<(u64, f64)> = again.iter().map(|c| (c.docno, c.bm25)).collect();
+                    let mut pairs_sorted = pairs.clone();
+                    pairs_sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                    prop_assert_eq!(&pairs_sorted, &got_pairs, "cached search {}", i);
+                }
                 prop_assert_eq!(got_pairs, want);
                 found += got.len();
             }
             prop_assert!(found > 0, "no query matched anything");
         }
+    }
+
+    fn words_doc(i: usize) -> MemoryEntry {
+        let w = if i % 3 == 0 { "alpha bravo" } else { "alpha charlie" };
+        MemoryEntry::new(MemoryType::Episodic, format!("{w} {}", WORDS[i % WORDS.len()]))
+    }
+
+    fn search_alpha(r: &Reader) -> Vec<(u64, f64)> {
+        let terms = [Term { token: crate::text::stem("alpha"), weight: 1.0 }];
+        let stats = term_stats(r, &terms).expect("test store");
+        let (got, _) = top_k(r, &stats, 50, None, |_, _| true).expect("test store");
+        got.iter().map(|c| (c.docno, c.bm25)).collect()
+    }
+
+    /// A write to a term's blocks gives it a new generation: a snapshot taken after
+    /// it never reads the blocks cached before it, and the old snapshot still reads
+    /// its own.
+    #[test]
+    fn cached_blocks_follow_writes() {
+        let mem = Memory::open_in_memory().expect("test store");
+        let cache = Arc::new(BlockCache::eager(1 << 20));
+        mem.add_batch((0..600).map(words_doc).collect()).expect("test store");
+        let mut before = mem.read().expect("test store");
+        before.blocks = Arc::clone(&cache);
+        let plain_before = search_alpha(&mem.read().expect("test store"));
+        assert_eq!(search_alpha(&before), plain_before);
+        assert!(cache.bytes() > 0, "the term was cached");
+        let gen_before =
+            postings::term_info(&before.postings, "alpha").expect("row").map(|i| i.generation);
+
+        // Shorter memories holding the term: they score above the old ones, and
+        // enough of them that the postings tail is merged into the blocks.
+        let short: Vec<MemoryEntry> =
+            (0..400).map(|_| MemoryEntry::new(MemoryType::Episodic, "alpha")).collect();
+        mem.add_batch(short).expect("test store");
+        let mut after = mem.read().expect("test store");
+        after.blocks = Arc::clone(&cache);
+        let gen_after =
+            postings::term_info(&after.postings, "alpha").expect("row").map(|i| i.generation);
+        assert_ne!(gen_before, gen_after, "the blocks were rewritten");
+        let plain_after = search_alpha(&mem.read().expect("test store"));
+        assert_ne!(plain_after, plain_before);
+        assert_eq!(search_alpha(&after), plain_after);
+        assert_eq!(search_alpha(&before), plain_before, "the old snapshot reads its own blocks");
+        assert_eq!(search_alpha(&after), plain_after);
     }
 }

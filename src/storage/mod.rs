@@ -5,6 +5,7 @@
 //! and removed; reads go through [`Reader`], a consistent snapshot.
 
 mod access_log;
+pub mod block_cache;
 pub mod check;
 mod codec;
 mod docinfo;
@@ -89,6 +90,8 @@ pub struct Store {
     carry: parking_lot::Mutex<writer::Carry>,
     /// The indexed postings tail of the latest version a reader has seen.
     tails: tail::TailCache,
+    /// Decoded postings of the most-searched terms (see [`block_cache`]).
+    blocks: std::sync::Arc<block_cache::BlockCache>,
     /// Access records not yet written (see [`access_log`]).
     access: std::sync::Arc<access_log::AccessLog>,
     /// Write transactions other than the background access writer's, waiting for
@@ -305,6 +308,7 @@ impl Store {
             profile,
             carry: parking_lot::Mutex::new(writer::Carry::default()),
             tails: tail::TailCache::default(),
+            blocks: std::sync::Arc::new(block_cache::BlockCache::default()),
             writers: std::sync::atomic::AtomicUsize::new(0),
             opened: std::time::Instant::now(),
             last_durable_write: std::sync::atomic::AtomicU64::new(u64::MAX),
@@ -357,6 +361,11 @@ impl Store {
         self.access.set_cap(cap);
     }
 
+    /// Replaces the cache of decoded postings by an empty one of `bytes` bytes.
+    pub(crate) fn set_postings_cache(&mut self, bytes: usize) {
+        self.blocks = std::sync::Arc::new(block_cache::BlockCache::new(bytes));
+    }
+
     /// The profile the store was created with.
     #[must_use]
     pub fn profile(&self) -> Profile {
@@ -387,7 +396,15 @@ impl Store {
     pub fn read(&self) -> Result<Reader> {
         // Registered before the snapshot begins, so no record it lacks is dropped.
         let (guard, upto) = access_log::AccessLog::open_read(&self.access);
-        Reader::open(self.db.begin_read()?, self.profile, &self.tails, &self.access, guard, upto)
+        Reader::open(
+            self.db.begin_read()?,
+            self.profile,
+            &self.tails,
+            &self.blocks,
+            &self.access,
+            guard,
+            upto,
+        )
     }
 
     /// redb's own integrity check (verifies checksums, repairs nothing on success).

@@ -295,15 +295,20 @@ pub struct TermInfo {
     pub df: u64,
     /// Impacts over all its postings (an upper bound: kept when postings go).
     pub impacts: Impacts,
+    /// Names the content of the term's blocks: random, new with every write to
+    /// them (0 in rows written before generations existed). See
+    /// `storage::block_cache`.
+    pub generation: u64,
 }
 
 impl TermInfo {
     /// Encodes the row value.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(12);
+        let mut out = Vec::with_capacity(24);
         put(&mut out, self.df);
         self.impacts.encode(&mut out);
+        put(&mut out, self.generation);
         out
     }
 
@@ -315,7 +320,9 @@ impl TermInfo {
         let mut pos = 0;
         let df = get(value, &mut pos)?;
         let impacts = Impacts::decode(value, &mut pos)?;
-        Ok(Self { df, impacts })
+        // Rows written before generations existed end here.
+        let generation = if pos < value.len() { get(value, &mut pos)? } else { 0 };
+        Ok(Self { df, impacts, generation })
     }
 }
 
@@ -424,22 +431,33 @@ impl Pending {
         self.ops == 0
     }
 
-    /// Applies every buffered change, in term order, to the blocks and info rows.
+    /// Applies every buffered change, in term order, to the blocks and info rows;
+    /// each touched term's info gets `generation` (a new random number per call,
+    /// see `storage::block_cache`).
     ///
     /// # Errors
     /// Storage errors; [`Error::Corrupted`] on a malformed block.
-    pub fn apply(&mut self, blocks: &mut Table<'_, (Str, u64), Bytes>) -> Result<()> {
+    pub fn apply(
+        &mut self,
+        blocks: &mut Table<'_, (Str, u64), Bytes>,
+        generation: u64,
+    ) -> Result<()> {
         self.clear_counts();
         let mut all: Vec<(String, TermOps)> = self.terms.drain().collect();
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         for (term, ops) in all {
-            apply_term(blocks, &term, &ops)?;
+            apply_term(blocks, &term, &ops, generation)?;
         }
         Ok(())
     }
 }
 
-fn apply_term(blocks: &mut Table<'_, (Str, u64), Bytes>, term: &str, t: &TermOps) -> Result<()> {
+fn apply_term(
+    blocks: &mut Table<'_, (Str, u64), Bytes>,
+    term: &str,
+    t: &TermOps,
+    generation: u64,
+) -> Result<()> {
     let ops: Vec<(u64, Option<(u32, u32)>)> = t.ops.iter().map(|(d, o)| (*d, *o)).collect();
     let mut added = Impacts::default();
     for (_, o) in &ops {
@@ -488,6 +506,7 @@ fn apply_term(blocks: &mut Table<'_, (Str, u64), Bytes>, term: &str, t: &TermOps
         blocks.remove((term, INFO))?;
     } else {
         info.impacts.merge(&added);
+        info.generation = generation;
         blocks.insert((term, INFO), info.encode().as_slice())?;
     }
     Ok(())
@@ -665,7 +684,7 @@ mod tests {
                             p.remove("x", d);
                         }
                     }
-                    p.apply(&mut blocks).expect("test store");
+                    p.apply(&mut blocks, 1).expect("test store");
                     let got = postings_of(&blocks, "x").expect("test store");
                     let want: Vec<Posting> = model.iter()
                         .map(|(d, (tf, len))| Posting { docno: *d, tf: *tf, len: *len }).collect();
@@ -690,5 +709,18 @@ mod tests {
                 txn.commit().expect("test store");
             }
         }
+    }
+
+    #[test]
+    fn term_info_rows_without_a_generation_read_as_generation_0() {
+        let info = TermInfo { df: 300, impacts: Impacts::default(), generation: 77 };
+        let mut old = Vec::new();
+        put(&mut old, 300);
+        Impacts::default().encode(&mut old);
+        assert_eq!(
+            TermInfo::decode(&old).expect("old row"),
+            TermInfo { generation: 0, ..info.clone() }
+        );
+        assert_eq!(TermInfo::decode(&info.encode()).expect("new row"), info);
     }
 }

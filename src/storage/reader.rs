@@ -7,6 +7,7 @@ use parking_lot::Mutex;
 use redb::{ReadOnlyTable, ReadTransaction, TableHandle};
 
 use super::access_log::{AccessLog, AccessView, ReadGuard};
+use super::block_cache::BlockCache;
 use super::codec::decode;
 use super::docinfo::DocInfo;
 use super::schema::{self, *};
@@ -43,6 +44,8 @@ pub struct Reader {
     stats: CorpusStats,
     /// The postings tail of this snapshot, indexed (see [`super::tail`]).
     pub(crate) tail: Arc<TailIndex>,
+    /// The store's decoded postings of the most-searched terms.
+    pub(crate) blocks: Arc<BlockCache>,
     /// Access records this snapshot does not hold, overlaid on what it reads.
     access: AccessView,
     /// The access log's epoch when the snapshot began.
@@ -54,6 +57,7 @@ impl Reader {
         txn: ReadTransaction,
         profile: Profile,
         tails: &TailCache,
+        blocks: &Arc<BlockCache>,
         access: &Arc<AccessLog>,
         guard: ReadGuard,
         upto: u64,
@@ -102,6 +106,7 @@ impl Reader {
             entry_tables: Mutex::new(HashMap::new()),
             stats,
             tail,
+            blocks: Arc::clone(blocks),
             access,
             access_epoch,
             txn,

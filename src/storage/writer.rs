@@ -715,7 +715,7 @@ impl<'t> Writer<'t> {
             self.tail.retain(|_, _| false)?;
             self.tail_writes.merge();
         }
-        self.pending.apply(&mut self.postings)
+        self.pending.apply(&mut self.postings, tail::new_version())
     }
 
     /// The self-model as of this point in the transaction, for update in place; it

@@ -1,0 +1,212 @@
+//! Decoded postings of the most-searched terms, shared by every reader of a store.
+//!
+//! A heavy query walks tens of thousands of postings: for each block a B-tree
+//! step, a header and a varint decode. [`BlockCache`] keeps the decoded blocks of
+//! the terms that queries keep coming back to (those with long lists, on their
+//! second search), so a search walks them in memory.
+//!
+//! Validity: every write to a term's blocks rewrites its [`TermInfo`] row with a new
+//! random generation ([`crate::storage::postings::Pending::apply`]), and a cached
+//! term is used only by a snapshot whose info row carries the same generation. A
+//! generation names one committed content of the term's blocks, so any snapshot, old
+//! or new, reads from the cache exactly what it would read from its own blocks.
+//! Rows written before generations existed read as generation 0 and are cached
+//! under it: their content cannot change without a write, and a write gives them a
+//! new generation.
+//!
+//! The postings tail (`storage/tail.rs`) is not cached here: it is held decoded
+//! per snapshot already.
+//!
+//! [`TermInfo`]: crate::storage::postings::TermInfo
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use redb::ReadableTable;
+
+use super::postings::{self, Header, Posting};
+use crate::error::Result;
+
+type Str = &'static str;
+type Bytes = &'static [u8];
+
+/// Default budget of decoded postings, in bytes.
+pub const DEFAULT_BUDGET: usize = 64 << 20;
+/// Terms with fewer postings than this are read from their blocks: their few
+/// B-tree steps cost little, and caching them would crowd out the long lists.
+pub const MIN_CACHED_DF: u64 = 4 * postings::BLOCK as u64;
+/// Searches of a term (at one generation) before its blocks are cached: a term
+/// searched once is not worth decoding whole (a search skips most of its blocks).
+const USES_BEFORE_CACHING: u32 = 2;
+/// Terms whose searches are counted before the counts start over.
+const MAX_COUNTED: usize = 16_384;
+
+/// One term's blocks, decoded, at one generation.
+#[derive(Debug)]
+pub struct CachedTerm {
+    /// The blocks' headers, in docno order.
+    pub heads: Vec<Header>,
+    /// Where each block's postings start in `postings`; one more entry at the end.
+    pub starts: Vec<usize>,
+    /// Every posting of the blocks, ascending.
+    pub postings: Vec<Posting>,
+}
+
+impl CachedTerm {
+    /// The postings of block `i`.
+    #[must_use]
+    pub fn block(&self, i: usize) -> &[Posting] {
+        &self.postings[self.starts[i]..self.starts[i + 1]]
+    }
+
+    fn bytes(&self) -> usize {
+        self.postings.len() * std::mem::size_of::<Posting>()
+            + self.heads.len() * (std::mem::size_of::<Header>() + std::mem::size_of::<usize>())
+    }
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    generation: u64,
+    term: Option<Arc<CachedTerm>>,
+    last_used: u64,
+    bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    terms: HashMap<String, Entry>,
+    /// Searches per term since it last changed generation (uncached terms only).
+    uses: HashMap<String, (u64, u32)>,
+    bytes: usize,
+    clock: u64,
+}
+
+/// The cache (see the module docs). Cheap to share: readers hold an `Arc`.
+#[derive(Debug)]
+pub struct BlockCache {
+    inner: Mutex<Inner>,
+    budget: usize,
+    min_df: u64,
+    uses_before: u32,
+}
+
+impl Default for BlockCache {
+    fn default() -> Self {
+        Self::new(DEFAULT_BUDGET)
+    }
+}
+
+impl BlockCache {
+    /// A cache holding at most `budget` bytes of decoded postings (0: none).
+    #[must_use]
+    pub fn new(budget: usize) -> Self {
+        Self {
+            inner: Mutex::new(Inner::default()),
+            budget,
+            min_df: MIN_CACHED_DF,
+            uses_before: USES_BEFORE_CACHING,
+        }
+    }
+
+    /// A cache that takes every term on its first search (for tests).
+    #[cfg(test)]
+    #[must_use]
+    pub fn eager(budget: usize) -> Self {
+        Self { min_df: 0, uses_before: 1, ..Self::new(budget) }
+    }
+
+    /// The decoded blocks of `term` at `generation`, read from `blocks` and kept
+    /// when the term qualifies; `None` when the caller should walk the blocks
+    /// itself.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::Error::Corrupted`] on a malformed block.
+    pub fn term(
+        &self,
+        blocks: &impl ReadableTable<(Str, u64), Bytes>,
+        term: &str,
+        generation: u64,
+        df: u64,
+    ) -> Result<Option<Arc<CachedTerm>>> {
+        if self.budget == 0 || df < self.min_df {
+            return Ok(None);
+        }
+        {
+            let mut inner = self.inner.lock();
+            inner.clock += 1;
+            let now = inner.clock;
+            if let Some(e) = inner.terms.get_mut(term)
+                && e.generation == generation
+                && let Some(t) = &e.term
+            {
+                e.last_used = now;
+                return Ok(Some(Arc::clone(t)));
+            }
+            if inner.uses.len() >= MAX_COUNTED {
+                inner.uses.clear();
+            }
+            let uses = inner.uses.entry(term.to_owned()).or_insert((generation, 0));
+            if uses.0 != generation {
+                *uses = (generation, 0);
+            }
+            uses.1 += 1;
+            if uses.1 < self.uses_before {
+                return Ok(None);
+            }
+        }
+        // Decoded outside the lock: other readers go on meanwhile.
+        let decoded = Arc::new(decode_term(blocks, term)?);
+        let bytes = decoded.bytes();
+        if bytes > self.budget {
+            return Ok(Some(decoded));
+        }
+        let mut inner = self.inner.lock();
+        inner.uses.remove(term);
+        inner.clock += 1;
+        let now = inner.clock;
+        let entry = Entry { generation, term: Some(Arc::clone(&decoded)), last_used: now, bytes };
+        if let Some(old) = inner.terms.insert(term.to_owned(), entry) {
+            inner.bytes -= old.bytes;
+        }
+        inner.bytes += bytes;
+        while inner.bytes > self.budget {
+            let Some(victim) =
+                inner.terms.iter().min_by_key(|(_, e)| e.last_used).map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some(e) = inner.terms.remove(&victim) {
+                inner.bytes -= e.bytes;
+            }
+        }
+        Ok(Some(decoded))
+    }
+
+    /// Drops everything (the postings were rebuilt).
+    pub fn clear(&self) {
+        let mut inner = self.inner.lock();
+        inner.terms.clear();
+        inner.uses.clear();
+        inner.bytes = 0;
+    }
+
+    /// Bytes of decoded postings held.
+    #[must_use]
+    pub fn bytes(&self) -> usize {
+        self.inner.lock().bytes
+    }
+}
+
+fn decode_term(blocks: &impl ReadableTable<(Str, u64), Bytes>, term: &str) -> Result<CachedTerm> {
+    let mut out = CachedTerm { heads: Vec::new(), starts: vec![0], postings: Vec::new() };
+    for row in blocks.range(postings::blocks_of(term))? {
+        let (k, v) = row?;
+        let h = postings::header(k.value().1, v.value())?;
+        postings::decode_into(&h, v.value(), &mut out.postings)?;
+        out.heads.push(h);
+        out.starts.push(out.postings.len());
+    }
+    Ok(out)
+}
