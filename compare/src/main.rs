@@ -37,6 +37,7 @@ impl bench::Baselines for Engines {
     fn measure(
         &self,
         docs: &[bench::BaselineDoc],
+        warm: &[bench::BaselineQuery],
         queries: &[bench::BaselineQuery],
         dir: &Path,
         n: u64,
@@ -50,7 +51,7 @@ impl bench::Baselines for Engines {
         let t = Instant::now();
         let tv = Tantivy::build(&tdir, pairs()).map_err(anyhow::Error::msg)?;
         row.insert("tantivy_build_s".into(), bench::round3(t.elapsed().as_secs_f64()));
-        bench::time_queries("tantivy", queries, row, &mut |t| {
+        bench::time_queries("tantivy", warm, queries, row, &mut |t| {
             Ok(tv.search(t, 10).map_err(anyhow::Error::msg)?.len())
         })?;
         row.insert("tantivy_mb".into(), mb(dir_size(&tdir)));
@@ -61,7 +62,7 @@ impl bench::Baselines for Engines {
         let t = Instant::now();
         let sq = Sqlite::build(&spath, pairs()).map_err(anyhow::Error::msg)?;
         row.insert("sqlite_build_s".into(), bench::round3(t.elapsed().as_secs_f64()));
-        bench::time_queries("sqlite", queries, row, &mut |t| {
+        bench::time_queries("sqlite", warm, queries, row, &mut |t| {
             Ok(sq.search(t, 10).map_err(anyhow::Error::msg)?.len())
         })?;
         row.insert("sqlite_mb".into(), mb(dir_size(&spath)));

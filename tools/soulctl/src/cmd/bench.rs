@@ -238,10 +238,13 @@ fn scale(a: ScaleArgs, baselines: Option<&dyn Baselines>) -> anyhow::Result<Exit
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let corpus = Corpus::new(a.seed);
-    let queries = corpus.queries(a.queries);
+    // The timed queries, and as many others of the same mix that warm each engine
+    // up first: every engine is timed warm, never on queries it has seen.
+    let mut queries = corpus.queries(a.queries * 2);
+    let warm = queries.split_off(a.queries);
     let mut sizes = Vec::new();
     for &n in &a.sizes {
-        let row = measure(&a, baselines, &corpus, &queries, &dir, n)?;
+        let row = measure(&a, baselines, &corpus, (&warm, &queries), &dir, n)?;
         print_row(&row);
         sizes.push(Value::Object(row));
     }
@@ -538,7 +541,7 @@ fn measure(
     a: &ScaleArgs,
     baselines: Option<&dyn Baselines>,
     corpus: &Corpus,
-    queries: &[SynthQuery],
+    (warm, queries): (&[SynthQuery], &[SynthQuery]),
     dir: &Path,
     n: u64,
 ) -> anyhow::Result<Map<String, Value>> {
@@ -579,7 +582,7 @@ fn measure(
     row.insert("memories".into(), json!(mem.count()?));
     row.insert("index_rows".into(), serde_json::to_value(&stats.index_rows)?);
 
-    // Recall: warm the cache with a pass, then time each query.
+    // Recall: warm up on the other queries, then time each query.
     let mut empty = 0usize;
     let mut postings = 0u64;
     let recall = |q: &RecallQuery, empty: &mut usize, postings: &mut u64| -> anyhow::Result<f64> {
@@ -593,7 +596,7 @@ fn measure(
         Ok(e)
     };
     let pb = bar(queries.len() as u64 * 4, format!("recall {n}"));
-    for q in queries.iter().take(50) {
+    for q in warm {
         recall(&RecallQuery::new(&q.text), &mut 0, &mut 0)?;
     }
     let mut plain = Vec::new();
@@ -671,7 +674,7 @@ fn measure(
     }
 
     if let (true, Some(base)) = (a.compare, baselines) {
-        compare(base, corpus, queries, dir, n, used, &mut row)?;
+        compare(base, corpus, (warm, queries), dir, n, used, &mut row)?;
     }
     Ok(row)
 }
@@ -701,14 +704,15 @@ pub struct BaselineQuery {
 /// module into its own `soulmem-bench` binary so that soulctl never builds tantivy
 /// or SQLite.
 pub trait Baselines {
-    /// Indexes `docs` under `dir`, times a top-10 query for each of `queries` (see
-    /// [`time_queries`]), and adds fields to `row`.
+    /// Indexes `docs` under `dir`, runs `warm` untimed, times a top-10 query for
+    /// each of `queries` (see [`time_queries`]), and adds fields to `row`.
     ///
     /// # Errors
     /// Whatever the engines report.
     fn measure(
         &self,
         docs: &[BaselineDoc],
+        warm: &[BaselineQuery],
         queries: &[BaselineQuery],
         dir: &Path,
         n: u64,
@@ -727,19 +731,20 @@ pub fn p50_by_kind(times: &[f64], kinds: impl IntoIterator<Item = &'static str>)
     )
 }
 
-/// Warms up on 50 queries, then times `f` on each of `queries`, and adds
-/// `{name}_p50_ms`, `{name}_p99_ms` and `{name}_p50_ms_by_kind` to `row`.
+/// Runs `f` on each of `warm` untimed, then times it on each of `queries`, and
+/// adds `{name}_p50_ms`, `{name}_p99_ms` and `{name}_p50_ms_by_kind` to `row`.
 ///
 /// # Errors
 /// The first error of `f`.
 #[allow(dead_code)] // Used by the baselines in compare/ (soulmem-bench).
 pub fn time_queries(
     name: &str,
+    warm: &[BaselineQuery],
     queries: &[BaselineQuery],
     row: &mut Map<String, Value>,
     f: &mut dyn FnMut(&[String]) -> anyhow::Result<usize>,
 ) -> anyhow::Result<()> {
-    for q in queries.iter().take(50) {
+    for q in warm {
         f(&q.terms)?;
     }
     let mut v = Vec::new();
@@ -757,7 +762,7 @@ pub fn time_queries(
 fn compare(
     base: &dyn Baselines,
     corpus: &Corpus,
-    queries: &[SynthQuery],
+    (warm, queries): (&[SynthQuery], &[SynthQuery]),
     dir: &Path,
     n: u64,
     used: u64,
@@ -774,18 +779,19 @@ fn compare(
             docs.push(BaselineDoc { terms, content: e.content });
         }
     }
-    let queries: Vec<BaselineQuery> = queries
-        .iter()
-        .map(|q| BaselineQuery {
-            terms: soulmem::read::query_terms(&q.text)
-                .into_iter()
-                .filter(|t| t.weight >= 1.0)
-                .map(|t| t.token)
-                .collect(),
-            kind: q.kind,
-        })
-        .collect();
-    base.measure(&docs, &queries, dir, n, row)
+    let terms = |qs: &[SynthQuery]| -> Vec<BaselineQuery> {
+        qs.iter()
+            .map(|q| BaselineQuery {
+                terms: soulmem::read::query_terms(&q.text)
+                    .into_iter()
+                    .filter(|t| t.weight >= 1.0)
+                    .map(|t| t.token)
+                    .collect(),
+                kind: q.kind,
+            })
+            .collect()
+    };
+    base.measure(&docs, &terms(warm), &terms(queries), dir, n, row)
 }
 
 const COLUMNS: &[&str] = &[
