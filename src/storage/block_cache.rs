@@ -130,7 +130,10 @@ impl BlockCache {
         generation: u64,
         df: u64,
     ) -> Result<Option<Arc<CachedTerm>>> {
-        if self.budget == 0 || df < self.min_df {
+        let size = usize::try_from(df).unwrap_or(usize::MAX);
+        if df < self.min_df || size.saturating_mul(std::mem::size_of::<Posting>()) > self.budget {
+            // Too short to be worth it, or too long to fit: a search walks the
+            // blocks and skips most of them.
             return Ok(None);
         }
         {
@@ -160,7 +163,7 @@ impl BlockCache {
         let decoded = Arc::new(decode_term(blocks, term)?);
         let bytes = decoded.bytes();
         if bytes > self.budget {
-            return Ok(Some(decoded));
+            return Ok(Some(decoded)); // (headers past the estimate from df)
         }
         let mut inner = self.inner.lock();
         inner.uses.remove(term);
@@ -209,4 +212,75 @@ fn decode_term(blocks: &impl ReadableTable<(Str, u64), Bytes>, term: &str) -> Re
         out.starts.push(out.postings.len());
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::Memory;
+    use crate::model::{MemoryEntry, MemoryType};
+
+    /// A store where `alpha` is in 600 memories, `bravo` in 300, `charlie` in 200.
+    fn store() -> Memory {
+        let mem = Memory::open_in_memory().expect("test store");
+        let entries = (0..600)
+            .map(|i| {
+                let mut text = String::from("alpha");
+                if i % 2 == 0 {
+                    text.push_str(" bravo");
+                }
+                if i % 3 == 0 {
+                    text.push_str(" charlie");
+                }
+                MemoryEntry::new(MemoryType::Episodic, text)
+            })
+            .collect();
+        mem.add_batch(entries).expect("test store");
+        mem
+    }
+
+    fn ask(cache: &BlockCache, mem: &Memory, word: &str) -> Option<Arc<CachedTerm>> {
+        let term = crate::text::stem(word);
+        let term = term.as_str();
+        let r = mem.read().expect("test store");
+        let info = postings::term_info(&r.postings, term).expect("row").expect("term");
+        cache.term(&r.postings, term, info.generation, info.df).expect("decode")
+    }
+
+    #[test]
+    fn long_lists_are_kept_from_their_second_search() {
+        let mem = store();
+        let cache = BlockCache { min_df: 500, ..BlockCache::new(1 << 20) };
+        assert!(ask(&cache, &mem, "alpha").is_none(), "first search walks the blocks");
+        let kept = ask(&cache, &mem, "alpha").expect("second search decodes");
+        assert_eq!(kept.postings.len(), 600);
+        assert_eq!(kept.heads.len() + 1, kept.starts.len());
+        let r = mem.read().expect("test store");
+        assert_eq!(kept.postings, r.postings_of(&crate::text::stem("alpha")).expect("postings"));
+        assert!(Arc::ptr_eq(&kept, &ask(&cache, &mem, "alpha").expect("third")), "kept");
+        assert!(ask(&cache, &mem, "bravo").is_none() && ask(&cache, &mem, "bravo").is_none());
+        assert_eq!(cache.bytes(), kept.bytes());
+        cache.clear();
+        assert_eq!(cache.bytes(), 0);
+    }
+
+    #[test]
+    fn the_budget_holds_the_most_recently_used() {
+        let mem = store();
+        let off = BlockCache::eager(0);
+        assert!(ask(&off, &mem, "charlie").is_none(), "a budget of 0 keeps nothing");
+        // Room for bravo (300) and charlie (200), not for alpha (600) too.
+        let cache = BlockCache::eager(9_000);
+        assert!(ask(&cache, &mem, "alpha").is_none(), "too long for the budget");
+        let bravo = ask(&cache, &mem, "bravo").expect("bravo");
+        let charlie = ask(&cache, &mem, "charlie").expect("charlie");
+        assert_eq!(cache.bytes(), bravo.bytes() + charlie.bytes());
+        assert!(cache.bytes() <= 9_000);
+        let small = BlockCache::eager(bravo.bytes() + 100);
+        ask(&small, &mem, "bravo").expect("bravo");
+        ask(&small, &mem, "charlie").expect("charlie, evicting bravo");
+        assert_eq!(small.bytes(), charlie.bytes());
+        let again = ask(&small, &mem, "bravo").expect("bravo again");
+        assert_eq!(small.bytes(), again.bytes(), "charlie went");
+    }
 }

@@ -11,8 +11,8 @@
 //! lower threshold reads a longer prefix of it).
 //!
 //! Why the answers stay the same as fresh lookups:
-//! - The pre-filter asks before the observe writes anything, so it gets exactly what
-//!   a fresh lookup would.
+//! - The pre-filter asks before the observe writes any fact, so it gets exactly
+//!   what a fresh lookup would.
 //! - Later asks may use a ranking made before this observe's own facts changed some
 //!   document frequencies. Prefix filtering holds for any order of the tokens (a
 //!   fact reaching the threshold misses at most `a - k` of the `a` tokens, so it
