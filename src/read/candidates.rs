@@ -786,4 +786,45 @@ mod tests {
         assert_eq!(search_alpha(&before), plain_before, "the old snapshot reads its own blocks");
         assert_eq!(search_alpha(&after), plain_after);
     }
+
+    /// Readers searching through one shared cache while a writer keeps rewriting
+    /// the same term's blocks get, snapshot by snapshot, what the snapshot's own
+    /// rows give.
+    #[test]
+    fn cached_search_matches_rows_while_writes_go_on() {
+        let mem = Memory::open_in_memory().expect("test store");
+        mem.add_batch((0..600).map(words_doc).collect()).expect("test store");
+        let cache = Arc::new(BlockCache::eager(1 << 20));
+        let off = Arc::new(BlockCache::new(0));
+        let generations = std::sync::Mutex::new(std::collections::HashSet::new());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for round in 0..30 {
+                    let batch = (0..40)
+                        .map(|i| {
+                            let w = WORDS[(i + round) % WORDS.len()];
+                            MemoryEntry::new(MemoryType::Episodic, format!("alpha {w} {w}"))
+                        })
+                        .collect();
+                    mem.add_batch(batch).expect("test store");
+                }
+            });
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..60 {
+                        let mut r = mem.read().expect("test store");
+                        let info = postings::term_info(&r.postings, "alpha").expect("row");
+                        generations.lock().expect("lock").insert(info.map(|i| i.generation));
+                        r.blocks = Arc::clone(&cache);
+                        let cached = search_alpha(&r);
+                        r.blocks = Arc::clone(&off);
+                        assert_eq!(cached, search_alpha(&r), "same snapshot, same answer");
+                    }
+                });
+            }
+        });
+        assert!(cache.bytes() > 0, "the cache was used");
+        let seen = generations.lock().expect("lock").len();
+        assert!(seen > 1, "the readers saw the blocks rewritten ({seen} generation)");
+    }
 }
