@@ -151,7 +151,7 @@ fn minimal_and_legacy_read() {
     let min = read_soul(&sample_bytes("minimal.soul"), None).unwrap();
     assert_eq!(min.memory.entry_count(), 0);
     assert_eq!(min.memory.core.persona, "I am Mini.");
-    assert_eq!(min.memory.self_model.domain_keywords.len(), 6);
+    assert_eq!(min.memory.self_model.domain_keywords().len(), 6);
     assert!(min.trust_chain.is_none());
 
     let legacy = read_soul(&sample_bytes("legacy-0.3.soul"), None).unwrap();

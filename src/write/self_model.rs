@@ -236,20 +236,12 @@ pub fn update_with(
     let kw = keywords(exchange, facts, profile);
 
     // The first domain with the most matches.
-    let mut best: Option<(&String, usize)> = None;
-    for (domain, words) in &model.domain_keywords {
-        // Keyword lists are sorted and free of duplicates (`SelfModel::set_keywords`).
-        let score = kw.order.iter().filter(|t| words.binary_search(t).is_ok()).count();
-        if score > best.map_or(0, |b| b.1) {
-            best = Some((domain, score));
-        }
-    }
-    let best = best.map(|(d, score)| (d.clone(), score));
+    let best = model.best_domain(&kw.order).map(|(d, score)| (d.to_owned(), score));
 
     match best {
         Some((domain, score)) if score >= MIN_MATCHES => {
             add_evidence(model, &domain, score);
-            let known: &[String] = model.domain_keywords.get(&domain).map_or(&[], Vec::as_slice);
+            let known: &[String] = model.domain_keywords().get(&domain).map_or(&[], Vec::as_slice);
             // A full domain learns nothing (at least one new keyword would not fit).
             if known.len() < MAX_DOMAIN_KEYWORDS {
                 let fresh = new_keywords(&kw, known, profile);
@@ -392,7 +384,7 @@ mod tests {
         update(&mut m, "My python code has a database error", "", &[], None, Profile::Default);
         let img = &m.self_images["technical_helper"];
         assert_eq!(img.evidence_count, 4);
-        let kws = &m.domain_keywords["technical_helper"];
+        let kws = &m.domain_keywords()["technical_helper"];
         assert!(kws.iter().any(|k| k == "python"));
     }
 
