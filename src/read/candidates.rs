@@ -730,10 +730,10 @@ mod tests {
                         if modulo == 3 { Some(&mut sorted) } else { None };
                     let (again, _) =
                         top_k(reader, &stats, k, allow, |d, _| keep(d)).expect("test store");
-                    let pairs: Vec<(u64, f64)> = again.iter().map(|c| (c.docno, c.bm25)).collect();
-                    let mut pairs_sorted = pairs.clone();
-                    pairs_sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-                    prop_assert_eq!(&pairs_sorted, &got_pairs, "cached search {}", i);
+                    let mut pairs: Vec<(u64, f64)> =
+                        again.iter().map(|c| (c.docno, c.bm25)).collect();
+                    pairs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                    prop_assert_eq!(&pairs, &got_pairs, "cached search {}", i);
                 }
                 prop_assert_eq!(got_pairs, want);
                 found += got.len();

@@ -203,15 +203,16 @@ impl BlockCache {
 }
 
 fn decode_term(blocks: &impl ReadableTable<(Str, u64), Bytes>, term: &str) -> Result<CachedTerm> {
-    let mut out = CachedTerm { heads: Vec::new(), starts: vec![0], postings: Vec::new() };
-    for row in blocks.range(postings::blocks_of(term))? {
-        let (k, v) = row?;
-        let h = postings::header(k.value().1, v.value())?;
-        postings::decode_into(&h, v.value(), &mut out.postings)?;
-        out.heads.push(h);
-        out.starts.push(out.postings.len());
+    let mut postings = Vec::new();
+    let (mut heads, mut starts) = (Vec::new(), vec![0]);
+    postings::decode_term(blocks, term, &mut postings, |h| heads.push(h))?;
+    // Each block's postings end where the next block's begin.
+    let mut end = 0;
+    for h in &heads {
+        end += h.count;
+        starts.push(end);
     }
-    Ok(out)
+    Ok(CachedTerm { heads, starts, postings })
 }
 
 #[cfg(test)]

@@ -616,12 +616,28 @@ pub fn postings_of(
     term: &str,
 ) -> Result<Vec<Posting>> {
     let mut out = Vec::new();
+    decode_term(blocks, term, &mut out, |_| {})?;
+    Ok(out)
+}
+
+/// Decodes every block of `term` in order, appending its postings to `out` and
+/// handing its header to `each` once they are in.
+///
+/// # Errors
+/// As [`docnos`].
+pub fn decode_term(
+    blocks: &impl ReadableTable<(Str, u64), Bytes>,
+    term: &str,
+    out: &mut Vec<Posting>,
+    mut each: impl FnMut(Header),
+) -> Result<()> {
     for row in blocks.range(blocks_of(term))? {
         let (k, v) = row?;
         let h = header(k.value().1, v.value())?;
-        decode_into(&h, v.value(), &mut out)?;
+        decode_into(&h, v.value(), out)?;
+        each(h);
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]
