@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::Profile;
 use crate::clock::{Clock, SystemClock};
@@ -10,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::model::{CoreMemory, MemoryEntry, MemoryType, Timestamp};
 use crate::read::smart::CognitiveEngine;
 use crate::read::vector::Embedder;
+use crate::storage::prewarm::{self, Prewarm};
 use crate::storage::{Reader, Store, Writer, meta_keys, schema};
 
 /// Engine settings. Defaults follow soul-protocol's `MemorySettings` where they
@@ -92,6 +94,7 @@ pub struct MemoryBuilder {
     cache_bytes: Option<usize>,
     postings_cache_bytes: Option<usize>,
     check_integrity: bool,
+    prewarm: bool,
     embedder: Option<Arc<dyn Embedder>>,
     engine: Option<Arc<dyn CognitiveEngine>>,
 }
@@ -105,6 +108,7 @@ impl Default for MemoryBuilder {
             cache_bytes: None,
             postings_cache_bytes: None,
             check_integrity: false,
+            prewarm: true,
             embedder: None,
             engine: None,
         }
@@ -162,6 +166,18 @@ impl MemoryBuilder {
         self
     }
 
+    /// Read the ranking records (the `docs` table) into the page cache in a
+    /// background thread after opening a store file (default: true), so that the
+    /// first recalls do not each read their candidates' records from the file. It
+    /// is skipped when the table would take more than a quarter of the page cache
+    /// ([`MemoryBuilder::cache_bytes`]); see `storage/prewarm.rs` and
+    /// [`Memory::wait_for_prewarm`].
+    #[must_use]
+    pub fn prewarm(mut self, prewarm: bool) -> Self {
+        self.prewarm = prewarm;
+        self
+    }
+
     /// The embedder (default: none). With one, every entry written gets its content's
     /// vector stored, and the default profile's recall adds vector candidates and
     /// fuses their similarity with text relevance (hybrid recall). Use the same
@@ -193,7 +209,13 @@ impl MemoryBuilder {
             self.cache_bytes,
             self.check_integrity,
         )?;
-        Ok(self.finish(store))
+        let prewarm = self.prewarm;
+        let cache = self.cache_bytes.map_or(prewarm::REDB_DEFAULT_CACHE, |b| b as u64);
+        let memory = self.finish(store);
+        if prewarm {
+            memory.start_prewarm(cache);
+        }
+        Ok(memory)
     }
 
     /// Opens or creates a store on a custom redb storage backend. This is a testing
@@ -236,8 +258,16 @@ impl MemoryBuilder {
             embedder: self.embedder,
             engine: self.engine,
             access_writer: parking_lot::Mutex::new(None),
+            prewarm: parking_lot::Mutex::new(None),
         }
     }
+}
+
+/// A prewarm running in the background (see `storage/prewarm.rs`).
+#[derive(Debug)]
+struct PrewarmJob {
+    handle: std::thread::JoinHandle<Result<Prewarm>>,
+    stop: Arc<AtomicBool>,
 }
 
 /// A soulmem store: persistent, many concurrent readers, one writer at a time.
@@ -254,12 +284,18 @@ pub struct Memory {
     pub(crate) engine: Option<Arc<dyn CognitiveEngine>>,
     /// The thread writing pending access records, if one was started.
     access_writer: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The prewarm thread, until it is waited for.
+    prewarm: parking_lot::Mutex<Option<PrewarmJob>>,
 }
 
 impl Drop for Memory {
     /// Waits for the access-record writer, so the store is closed (and the file
     /// free to open again) when the `Memory` is gone.
     fn drop(&mut self) {
+        if let Some(job) = self.prewarm.get_mut().take() {
+            job.stop.store(true, Ordering::Relaxed);
+            let _ = job.handle.join();
+        }
         if let Some(h) = self.access_writer.get_mut().take() {
             let _ = h.join();
         }
@@ -356,6 +392,36 @@ impl Memory {
 
     /// Runs `f` on soulmem's own rayon pool (one thread per core), or inline when the
     /// pool cannot be built.
+    /// Starts reading the `docs` table into the page cache on a thread of its own.
+    fn start_prewarm(&self, cache_bytes: u64) {
+        let store = Arc::clone(&self.store);
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let spawned = std::thread::Builder::new()
+            .name("soulmem-prewarm".into())
+            .spawn(move || store.prewarm_docs(cache_bytes, &flag));
+        // Without a thread the store is just not prewarmed.
+        if let Ok(handle) = spawned {
+            *self.prewarm.lock() = Some(PrewarmJob { handle, stop });
+        }
+    }
+
+    /// Waits for the prewarm started by [`MemoryBuilder::prewarm`] and returns what
+    /// it did; `None` when none is running (not started, or already waited for).
+    /// Recalls need not wait: they are correct meanwhile, only slower. Benchmarks
+    /// wait, so that they time a store in its steady state.
+    ///
+    /// # Errors
+    /// Storage errors met while prewarming; [`Error::Storage`] if its thread
+    /// panicked.
+    pub fn wait_for_prewarm(&self) -> Result<Option<Prewarm>> {
+        let Some(job) = self.prewarm.lock().take() else { return Ok(None) };
+        match job.handle.join() {
+            Ok(done) => done.map(Some),
+            Err(_) => Err(Error::Storage("the prewarm thread panicked".into())),
+        }
+    }
+
     pub(crate) fn install<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
         let pool = self.pool.get_or_init(|| {
             let n = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);

@@ -13,6 +13,7 @@ pub mod faulty;
 pub mod graph;
 pub mod keys;
 pub mod postings;
+pub mod prewarm;
 mod query;
 mod reader;
 pub mod rebuild;

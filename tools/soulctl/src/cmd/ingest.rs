@@ -45,6 +45,7 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     let total = open_file(&args)?.count() as u64;
     let mem = Memory::builder()
         .profile(args.profile)
+        .prewarm(false)
         .open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
     if mem.profile() != args.profile {

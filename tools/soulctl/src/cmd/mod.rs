@@ -30,8 +30,12 @@ pub fn require_db(db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     db.context("this command needs --db PATH")
 }
 
-/// Opens an existing store (refusing to create one).
+/// Opens an existing store (refusing to create one), for one command: without
+/// the prewarm a long-running process wants.
 pub fn open_existing(path: &Path) -> anyhow::Result<Memory> {
     anyhow::ensure!(path.exists(), "no store at {}", path.display());
-    Memory::open(path).with_context(|| format!("opening {}", path.display()))
+    Memory::builder()
+        .prewarm(false)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))
 }

@@ -79,6 +79,7 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     let result = (|| -> anyhow::Result<ImportReport> {
         let mem = Memory::builder()
             .cache_bytes(args.cache_mb << 20)
+            .prewarm(false)
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
         let total = match &input {
