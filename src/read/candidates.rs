@@ -126,6 +126,21 @@ impl Norms {
         Self { avgdl, table: (0..Self::TABLED).map(|len| length_norm(len, avgdl)).collect() }
     }
 
+    /// The table for `avgdl`, shared between searches: it depends on nothing
+    /// else, and filling its entries again for every search cost about 5% of a
+    /// light recall. The last table made is kept (a store's average length
+    /// changes with each write; readers of one snapshot share it).
+    fn shared(avgdl: f64) -> Arc<Self> {
+        static LAST: parking_lot::Mutex<Option<Arc<Norms>>> = parking_lot::Mutex::new(None);
+        let mut last = LAST.lock();
+        if let Some(n) = last.as_ref().filter(|n| n.avgdl.to_bits() == avgdl.to_bits()) {
+            return Arc::clone(n);
+        }
+        let n = Arc::new(Self::new(avgdl));
+        *last = Some(Arc::clone(&n));
+        n
+    }
+
     fn of(&self, doc_len: u32) -> f64 {
         match self.table.get(doc_len as usize) {
             Some(&n) => n,
@@ -434,7 +449,7 @@ pub fn top_k(
     // k-th score it must beat is higher); the second pass covers the rest exactly.
     let wide = k.saturating_add(k / 4 + 2);
     // One table of length norms for both passes.
-    let norms = Norms::new(avgdl(r));
+    let norms = Norms::shared(avgdl(r));
     let (held, mut read) = search(r, &norms, stats, wide, reborrow(&mut allow), &mut |_| Ok(true))?;
     let mut verdicts: HashMap<u64, Option<DocInfo>> = HashMap::new();
     let mut verdict = |d: u64| -> Result<bool> {
@@ -481,7 +496,7 @@ fn reborrow<'s>(a: &'s mut Option<&mut dyn Allow>) -> Option<&'s mut dyn Allow> 
 /// Block-max MaxScore over `stats`: the `k` best memories that `allow` admits and
 /// `keep` passes, best first (ties by docno), and the postings decoded. `keep` is
 /// asked only about memories whose score would place. `norms` are the snapshot's
-/// ([`Norms::new`] of its average length).
+/// ([`Norms::shared`] of its average length).
 fn search(
     r: &Reader,
     norms: &Norms,

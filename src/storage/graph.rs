@@ -146,7 +146,7 @@ impl Reader {
 
     /// Edges touching the node (matched lower-cased), in insertion order.
     pub fn graph_edges_of(&self, node: &str) -> Result<Vec<EdgeRecord>> {
-        let seqs = adj_rows(&self.txn().open_table(GRAPH_ADJ)?, &node.to_lowercase())?;
+        let seqs = adj_rows(self.graph_adj()?, &node.to_lowercase())?;
         Ok(edges_by_seq(&self.txn().open_table(GRAPH_EDGES)?, &seqs)?
             .into_iter()
             .map(|(_, e)| e)
@@ -155,7 +155,7 @@ impl Reader {
 
     /// Whether a node with this lower-cased name has any edge.
     pub fn graph_has_node(&self, node_lower: &str) -> Result<bool> {
-        let t = self.txn().open_table(GRAPH_ADJ)?;
+        let t = self.graph_adj()?;
         Ok(t.range((node_lower, 0u64)..=(node_lower, u64::MAX))?.next().is_some())
     }
 }

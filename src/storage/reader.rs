@@ -41,6 +41,9 @@ pub struct Reader {
     /// Stored vectors; `None` in a store written before the table existed.
     pub(crate) embeddings: Option<ReadOnlyTable<u64, Bytes>>,
     entry_tables: Mutex<HashMap<String, ReadOnlyTable<u64, Bytes>>>,
+    /// The graph's adjacency table, opened on first use (recall asks it about
+    /// every word window of its query).
+    graph_adj: std::sync::OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     stats: CorpusStats,
     /// The postings tail of this snapshot, indexed (see [`super::tail`]).
     pub(crate) tail: Arc<TailIndex>,
@@ -104,6 +107,7 @@ impl Reader {
                 Err(e) => return Err(e.into()),
             },
             entry_tables: Mutex::new(HashMap::new()),
+            graph_adj: std::sync::OnceLock::new(),
             stats,
             tail,
             blocks: Arc::clone(blocks),
@@ -147,6 +151,15 @@ impl Reader {
     #[must_use]
     pub fn txn(&self) -> &ReadTransaction {
         &self.txn
+    }
+
+    /// The graph's adjacency table (opened once per snapshot).
+    pub(crate) fn graph_adj(&self) -> Result<&ReadOnlyTable<(Str, u64), ()>> {
+        if let Some(t) = self.graph_adj.get() {
+            return Ok(t);
+        }
+        let t = self.txn.open_table(GRAPH_ADJ)?;
+        Ok(self.graph_adj.get_or_init(|| t))
     }
 
     /// Corpus statistics.
