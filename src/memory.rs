@@ -289,8 +289,8 @@ pub struct Memory {
 }
 
 impl Drop for Memory {
-    /// Waits for the access-record writer, so the store is closed (and the file
-    /// free to open again) when the `Memory` is gone.
+    /// Stops the prewarm and waits for it and for the access-record writer, so the
+    /// store is closed (and the file free to open again) when the `Memory` is gone.
     fn drop(&mut self) {
         if let Some(job) = self.prewarm.get_mut().take() {
             job.stop.store(true, Ordering::Relaxed);
@@ -390,8 +390,6 @@ impl Memory {
         })
     }
 
-    /// Runs `f` on soulmem's own rayon pool (one thread per core), or inline when the
-    /// pool cannot be built.
     /// Starts reading the `docs` table into the page cache on a thread of its own.
     fn start_prewarm(&self, cache_bytes: u64) {
         let store = Arc::clone(&self.store);
@@ -422,6 +420,8 @@ impl Memory {
         }
     }
 
+    /// Runs `f` on soulmem's own rayon pool (one thread per core), or inline when the
+    /// pool cannot be built.
     pub(crate) fn install<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
         let pool = self.pool.get_or_init(|| {
             let n = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);

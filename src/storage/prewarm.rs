@@ -1,7 +1,7 @@
 //! Prewarming: reading the ranking records into redb's page cache after open.
 //!
 //! Every recall reads the `docs` record (the compact [`super::DocInfo`]) of each
-//! candidate: about 27 per query, at random docnos. On a store just opened, each
+//! candidate: about 20 per query, at random docnos. On a store just opened, each
 //! of those is a leaf redb has not cached yet, so a read costs a `pread`, a copy
 //! and a cache insertion. The `docs` table is small next to the entries (about
 //! 87 bytes per memory), so reading it once, in order, in a background thread,
@@ -64,5 +64,33 @@ impl Store {
             }
         }
         Ok(Prewarm::Read(n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::Memory;
+    use crate::model::{MemoryEntry, MemoryType};
+
+    /// The stop flag ends the read at the next check; without it every record is
+    /// read.
+    #[test]
+    fn stops_at_the_next_check_when_asked() {
+        let mem = Memory::open_in_memory().expect("test store");
+        let n = 2 * STOP_CHECK_EVERY + 5;
+        let entries: Vec<MemoryEntry> =
+            (0..n).map(|i| MemoryEntry::new(MemoryType::Episodic, format!("record {i}"))).collect();
+        mem.add_batch(entries).expect("test store");
+        let go = AtomicBool::new(false);
+        assert_eq!(
+            mem.store.prewarm_docs(REDB_DEFAULT_CACHE, &go).expect("read"),
+            Prewarm::Read(n)
+        );
+        let stop = AtomicBool::new(true);
+        assert_eq!(
+            mem.store.prewarm_docs(REDB_DEFAULT_CACHE, &stop).expect("read"),
+            Prewarm::Stopped(STOP_CHECK_EVERY)
+        );
     }
 }

@@ -27,7 +27,8 @@ enum What {
     /// Build a store per size and measure it (see the README's performance table).
     Scale(ScaleArgs),
     /// Time recall on an existing store (one built by `bench scale --keep`), per
-    /// query kind: for profiling and for checking one change quickly.
+    /// query kind, after as many other queries untimed (as `bench scale` does): for
+    /// profiling and for checking one change quickly.
     Recall(RecallArgs),
     /// Time batched observes into a copy of an existing store (one built by
     /// `bench scale --keep`): for profiling the write path.
@@ -193,7 +194,7 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     let corpus = Corpus::new(a.seed);
     // As in `bench scale`: the store first runs as many other queries of the same
     // mix untimed, so the timed ones find it warm but never repeat a query.
-    let mut queries = corpus.queries(a.queries * 2);
+    let mut queries = corpus.queries(a.queries.saturating_mul(2));
     let warm = queries.split_off(a.queries);
     if let Some(kind) = &a.kind {
         queries.retain(|q| q.kind == kind);
