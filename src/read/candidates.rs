@@ -128,8 +128,9 @@ impl Norms {
 
     /// The table for `avgdl`, shared between searches: it depends on nothing
     /// else, and filling its entries again for every search cost about 6% of a
-    /// light recall (by `perf`, on a 10k store). The last table made is kept (a store's average length
-    /// changes with each write; readers of one snapshot share it).
+    /// light recall (by `perf`, on a 10k store). The last table made is kept (a
+    /// store's average length changes with each write; readers of one snapshot
+    /// share it).
     fn shared(avgdl: f64) -> Arc<Self> {
         static LAST: parking_lot::Mutex<Option<Arc<Norms>>> = parking_lot::Mutex::new(None);
         let mut last = LAST.lock();

@@ -184,6 +184,23 @@ fn working_copy(store: &Path, ext: &str) -> anyhow::Result<PathBuf> {
     Ok(copy)
 }
 
+/// `n` timed queries, and as many others of the same mix that warm each engine up
+/// first: every engine is timed warm, never on a query it has seen.
+fn timed_and_warm_up(corpus: &Corpus, n: usize) -> (Vec<SynthQuery>, Vec<SynthQuery>) {
+    let mut queries = corpus.queries(n.saturating_mul(2));
+    let warm = queries.split_off(n);
+    (queries, warm)
+}
+
+/// The recall of `q`, filtered by its user with `user`.
+fn recall_query(q: &SynthQuery, user: bool) -> RecallQuery {
+    let mut rq = RecallQuery::new(&q.text);
+    if user {
+        rq.user_id = Some(q.user_id.clone());
+    }
+    rq
+}
+
 fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     // A copy, so the recalls' access records (and --concurrent's observes) leave
     // the store as it was for the next run.
@@ -192,20 +209,14 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     // Timed in its steady state: the ranking records read into the page cache.
     mem.wait_for_prewarm()?;
     let corpus = Corpus::new(a.seed);
-    // As in `bench scale`: the store first runs as many other queries of the same
-    // mix untimed, so the timed ones find it warm but never repeat a query.
-    let mut queries = corpus.queries(a.queries.saturating_mul(2));
-    let warm = queries.split_off(a.queries);
+    // As in `bench scale`: the store first runs the other queries untimed.
+    let (mut queries, warm) = timed_and_warm_up(&corpus, a.queries);
     if let Some(kind) = &a.kind {
         queries.retain(|q| q.kind == kind);
         anyhow::ensure!(!queries.is_empty(), "no query of kind {kind}");
     }
     for q in &warm {
-        let mut rq = RecallQuery::new(&q.text);
-        if a.user {
-            rq.user_id = Some(q.user_id.clone());
-        }
-        mem.recall(&rq)?;
+        mem.recall(&recall_query(q, a.user))?;
     }
     let mut by_kind: std::collections::BTreeMap<&str, (Vec<f64>, u64)> = Default::default();
     let mut all: Vec<f64> = Vec::new();
@@ -253,10 +264,7 @@ fn scale(a: ScaleArgs, baselines: Option<&dyn Baselines>) -> anyhow::Result<Exit
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let corpus = Corpus::new(a.seed);
-    // The timed queries, and as many others of the same mix that warm each engine
-    // up first: every engine is timed warm, never on queries it has seen.
-    let mut queries = corpus.queries(a.queries * 2);
-    let warm = queries.split_off(a.queries);
+    let (queries, warm) = timed_and_warm_up(&corpus, a.queries);
     let mut sizes = Vec::new();
     for &n in &a.sizes {
         let row = measure(&a, baselines, &corpus, (&warm, &queries), &dir, n)?;
@@ -473,10 +481,7 @@ fn time_concurrent(
         let mut run = || -> anyhow::Result<()> {
             for _ in 0..repeat {
                 for q in queries {
-                    let mut rq = RecallQuery::new(&q.text);
-                    if user {
-                        rq.user_id = Some(q.user_id.clone());
-                    }
+                    let rq = recall_query(q, user);
                     let t = Instant::now();
                     let r = mem.recall(&rq)?;
                     let e = ms(t.elapsed());
@@ -626,9 +631,7 @@ fn measure(
     let mut by_user = Vec::new();
     let mut user_empty = 0usize;
     for q in queries {
-        let mut rq = RecallQuery::new(&q.text);
-        rq.user_id = Some(q.user_id.clone());
-        by_user.push(recall(&rq, &mut user_empty, &mut 0)?);
+        by_user.push(recall(&recall_query(q, true), &mut user_empty, &mut 0)?);
         pb.inc(1);
     }
     let mut by_domain = Vec::new();
