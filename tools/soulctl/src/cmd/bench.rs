@@ -175,12 +175,19 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// A copy of the kept `store` beside it, with extension `ext`, for a run to write.
+///
+/// The copy is flushed to disk before it is returned: otherwise the first durable
+/// commits measured on it would also write back the copy's dirty pages (an fsync
+/// flushes all of a file's), which the application's store would not have.
 fn working_copy(store: &Path, ext: &str) -> anyhow::Result<PathBuf> {
     if !store.exists() {
         anyhow::bail!("{} does not exist (build one with bench scale --keep)", store.display());
     }
     let copy = store.with_extension(ext);
     std::fs::copy(store, &copy).with_context(|| format!("copying to {}", copy.display()))?;
+    std::fs::File::open(&copy)
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("flushing {}", copy.display()))?;
     Ok(copy)
 }
 
