@@ -29,8 +29,8 @@ pub use codec::{decode, encode};
 pub use docinfo::DocInfo;
 pub use query::keyed_facts as query_keyed;
 pub use reader::Reader;
-pub(crate) use writer::TokenSet;
 pub use writer::Writer;
+pub(crate) use writer::{FactChanges, TokenSet};
 
 use crate::Profile;
 use crate::error::{Error, Result};
@@ -391,6 +391,13 @@ impl Store {
                 .map_err(|e| Error::Storage(e.to_string()))?;
         }
         Ok(txn)
+    }
+
+    /// A raw read transaction on the last committed state. Begun while a write
+    /// transaction of this store is open, it sees the state that transaction
+    /// started from (redb admits one writer at a time).
+    pub(crate) fn snapshot(&self) -> Result<redb::ReadTransaction> {
+        Ok(self.db.begin_read()?)
     }
 
     /// A consistent read snapshot.

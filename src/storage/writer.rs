@@ -75,6 +75,50 @@ pub struct Writer<'t> {
     /// [`DocInfo`] records read or written in this transaction (observe orders the
     /// same candidate facts several times); every write to `docs` updates it.
     doc_cache: std::cell::RefCell<HashMap<u64, DocInfo>>,
+    /// The fact-index changes of this transaction, when recorded
+    /// ([`Writer::record_fact_changes`]).
+    fact_changes: Option<FactChanges>,
+}
+
+/// What a write transaction changed in the fact index (`fact_tokens` and
+/// `fact_cards`), so that lookups read from a snapshot of the store as the
+/// transaction began can be brought up to date ([`crate::write::near`]).
+#[derive(Debug, Default)]
+pub(crate) struct FactChanges {
+    /// Partition → token → docno → whether its `fact_tokens` row exists now.
+    rows: HashMap<String, HashMap<String, HashMap<u64, bool>>>,
+    /// Partition → docnos whose card was written or removed.
+    cards: HashMap<String, std::collections::HashSet<u64>>,
+}
+
+impl FactChanges {
+    /// The `fact_tokens` rows of `token` in `part` this transaction added (`true`)
+    /// or removed (`false`), by docno.
+    pub(crate) fn rows(&self, part: &str, token: &str) -> Option<&HashMap<u64, bool>> {
+        self.rows.get(part)?.get(token)
+    }
+
+    /// Did this transaction write or remove the card of `docno` in `part`?
+    pub(crate) fn card_changed(&self, part: &str, docno: u64) -> bool {
+        self.cards.get(part).is_some_and(|d| d.contains(&docno))
+    }
+
+    fn note_rows<'a>(
+        &mut self,
+        part: &str,
+        tokens: impl IntoIterator<Item = &'a String>,
+        docno: u64,
+        exists: bool,
+    ) {
+        let by_token = self.rows.entry(part.to_owned()).or_default();
+        for t in tokens {
+            by_token.entry(t.clone()).or_default().insert(docno, exists);
+        }
+    }
+
+    fn note_card(&mut self, part: &str, docno: u64) {
+        self.cards.entry(part.to_owned()).or_default().insert(docno);
+    }
 }
 
 const EPISODIC: &str = "episodic";
@@ -166,6 +210,7 @@ impl<'t> Writer<'t> {
             token_sets: HashMap::new(),
             newest_episodes: None,
             doc_cache: std::cell::RefCell::new(HashMap::new()),
+            fact_changes: None,
         })
     }
 
@@ -500,6 +545,11 @@ impl<'t> Writer<'t> {
             for &d in list {
                 self.fact_tokens.insert((*part, *t, d), ())?;
             }
+            if let Some(c) = &mut self.fact_changes {
+                for &d in list {
+                    c.note_rows(part, [&(*t).to_owned()], d, true);
+                }
+            }
         }
         for (k, list) in &ftok {
             let cur = self.fact_terms.get(*k)?.map_or(0, |v| v.value());
@@ -509,6 +559,9 @@ impl<'t> Writer<'t> {
         cards.sort_unstable_by_key(|(k, _)| *k);
         for (k, card) in cards {
             self.fact_cards.insert(k, card.as_slice())?;
+            if let Some(c) = &mut self.fact_changes {
+                c.note_card(k.0, k.1);
+            }
         }
         slots.sort_unstable();
         for k in slots {
@@ -635,6 +688,12 @@ impl<'t> Writer<'t> {
         if let Some(card) = &keys.card {
             self.fact_cards.insert((part.as_str(), docno), encode(card)?.as_slice())?;
         }
+        if let Some(c) = &mut self.fact_changes {
+            c.note_rows(&part, &keys.fact_tokens, docno, true);
+            if keys.card.is_some() {
+                c.note_card(&part, docno);
+            }
+        }
         let user = e.user_id.as_deref().unwrap_or("");
         for slot in &keys.slots {
             self.prefixes.insert((slot.as_str(), user, e.domain.as_str(), docno), ())?;
@@ -671,6 +730,12 @@ impl<'t> Writer<'t> {
         }
         if keys.card.is_some() {
             self.fact_cards.remove((part.as_str(), docno))?;
+        }
+        if let Some(c) = &mut self.fact_changes {
+            c.note_rows(&part, &keys.fact_tokens, docno, false);
+            if keys.card.is_some() {
+                c.note_card(&part, docno);
+            }
         }
         let user = e.user_id.as_deref().unwrap_or("");
         for slot in &keys.slots {
@@ -787,6 +852,18 @@ impl<'t> Writer<'t> {
         let t = (e.id, e.content);
         self.texts.insert(docno, t.clone());
         Ok(Some(t))
+    }
+
+    /// Records this transaction's fact-index changes from here on, for
+    /// [`Writer::fact_changes`].
+    pub(crate) fn record_fact_changes(&mut self) {
+        self.fact_changes.get_or_insert_with(FactChanges::default);
+    }
+
+    /// The fact-index changes recorded since [`Writer::record_fact_changes`]; `None`
+    /// when they are not recorded.
+    pub(crate) fn fact_changes(&self) -> Option<&FactChanges> {
+        self.fact_changes.as_ref()
     }
 
     /// The card of the active fact at `docno` in partition `part`

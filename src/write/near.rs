@@ -21,15 +21,24 @@
 //!   [`super::contradiction`]'s "What the caller must supply").
 //! - Facts this observe stored are excluded by the callers, as before; facts it
 //!   superseded are dropped here ([`NearFacts::retire`]), as their cards are.
+//!
+//! A batch of observes ([`crate::Memory::observe_batch`]) reads most of these
+//! lookups ahead, beside the analysis of each exchange, on another thread:
+//! [`Prefetch::read`] ranks each text, reads its rows and their cards from a
+//! snapshot of the store as the batch's write transaction began. [`NearFacts`]
+//! then brings them up to date with what the transaction itself changed
+//! ([`FactChanges`]: rows added or removed, cards written or removed, which are
+//! read afresh), so it answers exactly as the fresh lookups would. The snapshot's
+//! ranking may differ from the current one, which any order allows (above).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use redb::ReadableTable;
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
 
-use super::dedup;
+use super::{contradiction, dedup};
 use crate::error::Result;
 use crate::storage::keys::FactCard;
-use crate::storage::{Writer, schema};
+use crate::storage::{FactChanges, Writer, decode, schema};
 
 /// An active fact as the comparisons see it.
 pub(super) struct Fact {
@@ -47,6 +56,96 @@ pub(super) fn facts_order(a: &(u8, i64, u64), b: &(u8, i64, u64)) -> std::cmp::O
     b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2))
 }
 
+/// The lowest threshold an observe asks [`NearFacts::similar`] for (the
+/// contradiction check's): [`Prefetch::read`] reads the prefixes it needs, which
+/// hold those of every higher threshold.
+const LOWEST_THRESHOLD: f64 = contradiction::SIMILARITY_THRESHOLD;
+
+/// The fact-index tables of a read snapshot.
+pub(crate) struct SnapshotTables {
+    terms: ReadOnlyTable<(&'static str, &'static str), u64>,
+    tokens: ReadOnlyTable<(&'static str, &'static str, u64), ()>,
+    cards: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
+}
+
+impl SnapshotTables {
+    /// Opens the tables of `snapshot`.
+    ///
+    /// # Errors
+    /// Storage errors (a table missing from the snapshot included).
+    pub(crate) fn open(snapshot: &ReadTransaction) -> Result<Self> {
+        Ok(Self {
+            terms: snapshot.open_table(schema::FACT_TERMS)?,
+            tokens: snapshot.open_table(schema::FACT_TOKENS)?,
+            cards: snapshot.open_table(schema::FACT_CARDS)?,
+        })
+    }
+}
+
+/// One exchange's near-fact lookups read ahead from a snapshot (see the module
+/// docs): what [`NearFacts`] would read first, as the snapshot has it.
+#[derive(Debug, Default)]
+pub(crate) struct Prefetch {
+    /// The partition read.
+    part: String,
+    /// Each text's dedup tokens ranked by the snapshot's document frequencies.
+    ranked: HashMap<String, Vec<String>>,
+    /// The snapshot's rows of each token read.
+    rows: HashMap<String, Vec<u64>>,
+    /// The snapshot's card of each docno in those rows (`None`: no card).
+    cards: HashMap<u64, Option<FactCard>>,
+}
+
+impl Prefetch {
+    /// Reads, for each of `texts`, what a lookup at the lowest threshold reads, in
+    /// the partition of `user` and `domain`.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::Error::Corrupted`] on an undecodable card.
+    pub(crate) fn read<'a>(
+        t: &SnapshotTables,
+        user: Option<&str>,
+        domain: &str,
+        texts: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self> {
+        let part = schema::fact_partition(user, domain);
+        let mut pre = Prefetch { part, ..Prefetch::default() };
+        let p = pre.part.as_str();
+        for text in texts {
+            if pre.ranked.contains_key(text) {
+                continue;
+            }
+            let ranked = dedup::ranked_tokens(text, |tok| {
+                t.terms.get((p, tok)).ok().flatten().map_or(0, |v| v.value())
+            });
+            let take = dedup::probe_len(ranked.len(), LOWEST_THRESHOLD).min(ranked.len());
+            for token in &ranked[..take] {
+                if pre.rows.contains_key(token) {
+                    continue;
+                }
+                let mut found = Vec::new();
+                for row in
+                    t.tokens.range((p, token.as_str(), 0u64)..=(p, token.as_str(), u64::MAX))?
+                {
+                    found.push(row?.0.value().2);
+                }
+                for &d in &found {
+                    if let std::collections::hash_map::Entry::Vacant(slot) = pre.cards.entry(d) {
+                        let card = match t.cards.get((p, d))? {
+                            Some(v) => Some(decode(v.value(), "fact card")?),
+                            None => None,
+                        };
+                        slot.insert(card);
+                    }
+                }
+                pre.rows.insert(token.clone(), found);
+            }
+            pre.ranked.insert(text.to_owned(), ranked);
+        }
+        Ok(pre)
+    }
+}
+
 /// The facts of one user and domain near the texts of one observe (see the module
 /// docs). Lives for one observe: it must not outlive the write transaction.
 pub(super) struct NearFacts {
@@ -58,17 +157,27 @@ pub(super) struct NearFacts {
     rows: HashMap<String, Vec<u64>>,
     /// Cards read so far; `None` for facts that are not active (or were retired).
     cards: HashMap<u64, Option<FactCard>>,
+    /// What a batch read ahead for this observe, when it is of this partition.
+    pre: Option<Prefetch>,
 }
 
 impl NearFacts {
-    /// Lookups in the partition of `user` and `domain`.
-    pub(super) fn new(user: Option<&str>, domain: &str) -> Self {
-        Self {
-            part: schema::fact_partition(user, domain),
-            ranked: HashMap::new(),
-            rows: HashMap::new(),
-            cards: HashMap::new(),
+    /// Lookups in the partition of `user` and `domain`, starting from `pre` when it
+    /// was read for the same partition.
+    pub(super) fn new(user: Option<&str>, domain: &str, pre: Option<Prefetch>) -> Self {
+        let part = schema::fact_partition(user, domain);
+        let pre = pre.filter(|p| p.part == part);
+        Self { part, ranked: HashMap::new(), rows: HashMap::new(), cards: HashMap::new(), pre }
+    }
+
+    /// The read-ahead lookups with the transaction's changes to bring them up to
+    /// date, when both are there.
+    fn ahead<'w>(&'w self, w: &'w Writer<'_>) -> Option<(&'w Prefetch, &'w FactChanges)> {
+        #[cfg(test)]
+        if tests::BRUTE_FORCE.get() {
+            return None;
         }
+        Some((self.pre.as_ref()?, w.fact_changes()?))
     }
 
     /// The active facts of the partition whose similarity with `text` can reach
@@ -86,11 +195,16 @@ impl NearFacts {
         exclude: &HashSet<u64>,
     ) -> Result<Vec<Fact>> {
         if !self.ranked.contains_key(text) {
-            let terms = &w.fact_terms;
-            let part = self.part.as_str();
-            let ranked = dedup::ranked_tokens(text, |t| {
-                terms.get((part, t)).ok().flatten().map_or(0, |v| v.value())
-            });
+            let ranked = match self.ahead(w).and_then(|(pre, _)| pre.ranked.get(text)) {
+                Some(r) => r.clone(),
+                None => {
+                    let terms = &w.fact_terms;
+                    let part = self.part.as_str();
+                    dedup::ranked_tokens(text, |t| {
+                        terms.get((part, t)).ok().flatten().map_or(0, |v| v.value())
+                    })
+                }
+            };
             self.ranked.insert(text.to_owned(), ranked);
         }
         let ranked = self.ranked.get(text).map_or(&[][..], Vec::as_slice);
@@ -107,11 +221,35 @@ impl NearFacts {
         }
         for token in &ranked[..take.min(ranked.len())] {
             if !self.rows.contains_key(token) {
-                let mut found = Vec::new();
                 let (p, t) = (self.part.as_str(), token.as_str());
-                for row in w.fact_tokens.range((p, t, 0u64)..=(p, t, u64::MAX))? {
-                    found.push(row?.0.value().2);
-                }
+                let found = match self
+                    .ahead(w)
+                    .and_then(|(pre, ch)| pre.rows.get(token).map(|rows| (rows, ch.rows(p, t))))
+                {
+                    // The snapshot's rows, less those removed since, plus those added.
+                    Some((rows, None)) => rows.clone(),
+                    Some((rows, Some(changed))) => {
+                        let mut found: Vec<u64> = rows
+                            .iter()
+                            .copied()
+                            .filter(|d| changed.get(d).is_none_or(|&exists| exists))
+                            .collect();
+                        found.extend(
+                            changed
+                                .iter()
+                                .filter(|&(d, &exists)| exists && !rows.contains(d))
+                                .map(|(&d, _)| d),
+                        );
+                        found
+                    }
+                    None => {
+                        let mut found = Vec::new();
+                        for row in w.fact_tokens.range((p, t, 0u64)..=(p, t, u64::MAX))? {
+                            found.push(row?.0.value().2);
+                        }
+                        found
+                    }
+                };
                 self.rows.insert(token.clone(), found);
             }
             docnos.extend(self.rows.get(token).into_iter().flatten().copied());
@@ -119,7 +257,14 @@ impl NearFacts {
         docnos.retain(|d| !exclude.contains(d));
         for &d in &docnos {
             if !self.cards.contains_key(&d) {
-                let card = w.fact_card(&self.part, d)?;
+                // A card the snapshot has, unless the transaction changed it since.
+                let ahead = self.ahead(w).and_then(|(pre, ch)| {
+                    (!ch.card_changed(&self.part, d)).then(|| pre.cards.get(&d)).flatten()
+                });
+                let card = match ahead {
+                    Some(card) => card.clone(),
+                    None => w.fact_card(&self.part, d)?,
+                };
                 self.cards.insert(d, card);
             }
         }
@@ -230,8 +375,79 @@ mod tests {
         out
     }
 
+    /// `run`'s rendering of a store after `batches` of exchanges, observed either
+    /// one at a time or with `observe_batch` (one call per batch), all at one time.
+    fn run_batches(batches: &[Vec<(usize, usize, usize)>], batched: bool) -> Vec<String> {
+        let start = time::parse_timestamp("2026-01-01T00:00:00Z").expect("time");
+        let mem = Memory::builder()
+            .profile(Profile::Default)
+            .clock(Arc::new(FixedClock::new(start)))
+            .open_in_memory()
+            .expect("store");
+        let mut out = Vec::new();
+        for (b, steps) in batches.iter().enumerate() {
+            let items: Vec<(String, String, ObserveOptions)> = steps
+                .iter()
+                .map(|&(a, c, user)| {
+                    let opts = ObserveOptions {
+                        user_id: Some(format!("u{}", user % 2)),
+                        domain: if user < 2 { "default".into() } else { "work".into() },
+                    };
+                    (format!("{}. Also, {}", SAYINGS[a], SAYINGS[c]), "Noted.".to_owned(), opts)
+                })
+                .collect();
+            let reports = if batched {
+                mem.observe_batch(&items).expect("batch")
+            } else {
+                items.iter().map(|(u, a, o)| mem.observe_pair(u, a, o).expect("observe")).collect()
+            };
+            for (i, r) in reports.iter().enumerate() {
+                let facts: Vec<&str> = r.facts.iter().map(|f| f.content.as_str()).collect();
+                let gone: Vec<String> =
+                    r.superseded.iter().map(|s| format!("{}/{}", s.content, s.cause)).collect();
+                let contra: Vec<&str> =
+                    r.contradictions.iter().map(|c| c.reason.as_str()).collect();
+                out.push(format!("{b}.{i}: {facts:?} {gone:?} {contra:?}"));
+            }
+        }
+        let all = mem.facts(true).expect("facts");
+        let content_of = |id: &str| {
+            all.iter().find(|e| e.id == id).map_or_else(|| id.to_owned(), |e| e.content.clone())
+        };
+        for e in &all {
+            out.push(format!(
+                "{} {:?} {} {:?}",
+                e.content,
+                e.user_id,
+                e.superseded,
+                e.superseded_by.as_deref().map(content_of)
+            ));
+        }
+        out
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
+        /// A batch's lookups, read ahead from the snapshot its transaction began
+        /// from and brought up to date with its own changes, decide exactly as
+        /// observing the same exchanges one at a time.
+        #[test]
+        fn batches_decide_as_single_observes(
+            batches in prop::collection::vec(
+                prop::collection::vec((0..SAYINGS.len(), 0..SAYINGS.len(), 0..4usize), 1..25),
+                1..4,
+            )
+        ) {
+            // A first batch states every saying for every user and domain, so the
+            // later batches' snapshots hold facts their own observes supersede.
+            let seed: Vec<(usize, usize, usize)> = (0..4)
+                .flat_map(|user| (0..SAYINGS.len()).map(move |a| (a, (a + 7) % SAYINGS.len(), user)))
+                .collect();
+            let mut all = vec![seed];
+            all.extend(batches);
+            prop_assert_eq!(run_batches(&all, true), run_batches(&all, false));
+        }
+
         /// Shared, prefix-filtered lookups decide exactly as comparing every new
         /// fact with every fact of its user and domain.
         #[test]

@@ -21,7 +21,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use redb::ReadableTable;
 
-use super::near::{Fact, NearFacts, facts_order};
+use super::near::{Fact, NearFacts, Prefetch, SnapshotTables, facts_order};
 use super::{
     contradiction, dedup, entities, facts, keys, lifecycle, self_model, sentiment, significance,
 };
@@ -320,7 +320,8 @@ fn store_episode(
 /// Runs the whole pipeline inside `w`.
 /// The steps of observe that read nothing from the store (sentiment, fact and
 /// entity extraction): a batch computes them for all its exchanges in parallel
-/// before its write transaction.
+/// ahead of its write transaction, with the near-fact lookups read ahead from a
+/// snapshot (`near`).
 pub(crate) struct Analysis {
     somatic: crate::model::SomaticMarker,
     facts: Vec<facts::FactCandidate>,
@@ -333,6 +334,9 @@ pub(crate) struct Analysis {
     tokens: Vec<String>,
     /// The index terms of the episode the exchange may become (batches only).
     episode_terms: Option<Vec<String>>,
+    /// The near-fact lookups of its facts and user text, read ahead from the
+    /// snapshot the batch's transaction began from (default-profile batches only).
+    near: Option<Prefetch>,
 }
 
 impl Analysis {
@@ -351,6 +355,7 @@ impl Analysis {
             tokens: self_model::exchange_tokens(user, agent),
             episode_terms: batch
                 .then(|| crate::text::index_terms(&significance::episodic_content(user, agent))),
+            near: None,
         }
     }
 }
@@ -386,6 +391,7 @@ fn observe_analysed(
         signals,
         tokens,
         mut episode_terms,
+        near: ahead,
     } = analysis
         .unwrap_or_else(|| Analysis::of(user, agent, profile, &settings.core_values, false));
     let reference = profile.is_reference();
@@ -419,7 +425,7 @@ fn observe_analysed(
     let salience = significance::episodic_salience(&sig.score);
     let mut candidates: Vec<MemoryEntry> = Vec::new();
     let all_active = if reference { Some(all_active_facts(w)?) } else { None };
-    let mut near = NearFacts::new(cx.user_id.as_deref(), &cx.domain);
+    let mut near = NearFacts::new(cx.user_id.as_deref(), &cx.domain, ahead);
     let none = HashSet::new();
     for cand in extracted {
         let drop = match &all_active {
@@ -772,16 +778,34 @@ impl Memory {
             lifecycle::check_text(a)?;
         }
         // Analysis runs ahead of the write transaction, in chunks computed in
-        // parallel and handed over in order, so the two overlap.
+        // parallel and handed over in order, so the two overlap. In the default
+        // profile each exchange's near-fact lookups are read ahead too, from a
+        // snapshot the transaction hands over as it begins (see `near`).
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Analysis>>(4);
+        let (snap_tx, snap_rx) = std::sync::mpsc::sync_channel::<redb::ReadTransaction>(1);
         std::thread::scope(|scope| {
             scope.spawn(move || {
+                let snapshot = if profile.is_reference() { None } else { snap_rx.recv().ok() };
+                let tables = snapshot.as_ref().and_then(|s| SnapshotTables::open(s).ok());
                 for chunk in items.chunks(ANALYSIS_CHUNK) {
                     let done: Vec<Analysis> = self.install(|| {
                         chunk
                             .par_iter()
-                            .map(|(u, a, _)| {
-                                Analysis::of(u, a, profile, &settings.core_values, true)
+                            .map(|(u, a, o)| {
+                                let mut an =
+                                    Analysis::of(u, a, profile, &settings.core_values, true);
+                                if let Some(t) = &tables {
+                                    let texts = an.facts.iter().map(|f| f.content.as_str());
+                                    // A failed read only means the lookups are made live.
+                                    an.near = Prefetch::read(
+                                        t,
+                                        o.user_id.as_deref(),
+                                        &o.domain,
+                                        texts.chain([u.as_str()]),
+                                    )
+                                    .ok();
+                                }
+                                an
                             })
                             .collect()
                     });
@@ -793,6 +817,14 @@ impl Memory {
             // The receiver moves into the transaction: when it ends (even early,
             // on an error) the producer's next send fails and it stops.
             self.write(move |w| {
+                if !profile.is_reference() {
+                    w.record_fact_changes();
+                    // Begun inside the transaction: the state it started from. On
+                    // an error the sender is dropped and nothing is read ahead.
+                    if let Ok(snapshot) = self.store.snapshot() {
+                        let _ = snap_tx.send(snapshot);
+                    }
+                }
                 let mut reports = Vec::with_capacity(items.len());
                 let mut analysed = rx.into_iter().flatten();
                 for (u, a, o) in items {
