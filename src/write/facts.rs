@@ -415,6 +415,18 @@ fn render(template: &str, groups: &[&str]) -> String {
     out
 }
 
+/// A text with no match of this regex has no match of the comparison template's
+/// pattern (in either profile): every such match holds "vs", "versus" or
+/// "compared", with the same case folding. The template's pattern may start at
+/// any word, which makes searching it an order of magnitude slower than all the
+/// other templates together; this literal search skips it on most turns.
+static COMPARISON_GATE: LazyLock<Regex> = LazyLock::new(|| compile("vs|versus|compared", true));
+
+/// Can `template`'s pattern match in `text`? `false` only when it cannot.
+fn may_match(template: FactTemplate, text: &str) -> bool {
+    template != FactTemplate::Comparison || COMPARISON_GATE.is_match(text)
+}
+
 fn extract_reference(user: &str, agent: &str) -> Vec<FactCandidate> {
     let user = user.trim_end_matches([' ', '.']);
     let agent = agent.trim_end_matches([' ', '.']);
@@ -422,6 +434,9 @@ fn extract_reference(user: &str, agent: &str) -> Vec<FactCandidate> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for (template, re) in REFERENCE_REGEXES.iter() {
+        if !may_match(*template, &combined) {
+            continue;
+        }
         for caps in re.captures_iter(&combined) {
             let groups: Vec<&str> =
                 caps.iter().skip(1).map(|g| clean_captured(g.map_or("", |m| m.as_str()))).collect();
@@ -688,6 +703,9 @@ fn extract_default(user: &str, agent: &str) -> Vec<FactCandidate> {
         // help"), recommendations, advice and comparisons from either turn.
         let texts: &[&str] = if pattern.template.is_user_fact() { &[user] } else { &[user, agent] };
         for text in texts {
+            if !may_match(pattern.template, text) {
+                continue;
+            }
             for caps in pattern.regex.captures_iter(text) {
                 if pattern.template == FactTemplate::Recommendation
                     && caps.get(0).is_some_and(|m| is_first_person_use(&text[..m.start()]))
@@ -808,6 +826,37 @@ mod tests {
 
     fn contents(user: &str, agent: &str, profile: Profile) -> Vec<String> {
         extract_facts(user, agent, profile).into_iter().map(|f| f.content).collect()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// The comparison gate only skips turns where neither profile's comparison
+        /// pattern can match.
+        #[test]
+        fn comparison_gate_never_hides_a_match(
+            words in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "I", "would", "pick", "Python", "rust", "tea", "coffee", "vs", "vs.", "VS",
+                    "Vſ", "versus", "VERSUS", "compared", "Compared", "to", "TO", ".", "\n",
+                    ",", "?", "Ünïcode",
+                ]),
+                0..12,
+            )
+        ) {
+            let text = words.join(" ");
+            let default = DEFAULT_PATTERNS
+                .iter()
+                .find(|p| p.template == FactTemplate::Comparison)
+                .is_some_and(|p| p.regex.is_match(&text));
+            let reference = REFERENCE_REGEXES
+                .iter()
+                .find(|(t, _)| *t == FactTemplate::Comparison)
+                .is_some_and(|(_, re)| re.is_match(&text));
+            proptest::prop_assert!(
+                !(default || reference) || may_match(FactTemplate::Comparison, &text),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]
