@@ -17,7 +17,7 @@ use std::sync::Arc;
 use redb::{AccessGuard, Range};
 
 use crate::error::Result;
-use crate::storage::block_cache::CachedTerm;
+use crate::storage::block_cache::{self, BlockCache, CachedTerm};
 use crate::storage::postings::{self, Header, Posting};
 use crate::storage::tail::TailTerm;
 use crate::storage::{DocInfo, Reader};
@@ -243,14 +243,47 @@ struct Cursor<'a> {
     idf: f64,
     upper: f64,
     avgdl: f64,
+    /// What walking the rows of a term the block cache may take has cost so far,
+    /// reported to the cache when the cursor is dropped.
+    rent: Option<Rent<'a>>,
+}
+
+/// A search's spending on one term's rows, for the block cache's admission
+/// ([`BlockCache::pay`]).
+struct Rent<'a> {
+    cache: &'a BlockCache,
+    token: String,
+    generation: u64,
+    spent: u64,
+}
+
+impl Drop for Cursor<'_> {
+    fn drop(&mut self) {
+        if let Some(r) = self.rent.take()
+            && r.spent > 0
+        {
+            r.cache.pay(&r.token, r.generation, r.spent);
+        }
+    }
 }
 
 impl<'a> Cursor<'a> {
     fn new(r: &'a Reader, t: &TermStat, avgdl: f64) -> Result<Self> {
         let tok = t.token.as_str();
+        let mut rent = None;
         let blocks = match r.blocks.term(&r.postings, tok, t.generation, t.block_df)? {
             Some(cached) => Blocks::Cached(cached, 0),
-            None => Blocks::Rows(r.postings.range(postings::blocks_of(tok))?),
+            None => {
+                if r.blocks.takes(t.block_df) {
+                    rent = Some(Rent {
+                        cache: &r.blocks,
+                        token: t.token.clone(),
+                        generation: t.generation,
+                        spent: 0,
+                    });
+                }
+                Blocks::Rows(r.postings.range(postings::blocks_of(tok))?)
+            }
         };
         let mut c = Cursor {
             blocks,
@@ -266,6 +299,7 @@ impl<'a> Cursor<'a> {
             idf: t.idf,
             upper: t.upper,
             avgdl,
+            rent,
         };
         c.next_block()?;
         Ok(c)
@@ -287,6 +321,9 @@ impl<'a> Cursor<'a> {
                     let (k, v) = row?;
                     let h = postings::header(k.value().1, v.value())?;
                     self.raw = Some(v);
+                    if let Some(rent) = &mut self.rent {
+                        rent.spent += block_cache::ROW_COST;
+                    }
                     Some(h)
                 }
                 None => None,
@@ -346,6 +383,9 @@ impl<'a> Cursor<'a> {
         if !self.decoded {
             if let Some(raw) = self.raw.take() {
                 postings::decode_into(h, raw.value(), &mut self.postings)?;
+                if let Some(rent) = &mut self.rent {
+                    rent.spent += self.postings.len() as u64;
+                }
             }
             // (A tail block has its postings already and no row; a cached block
             // is read in place.)
@@ -657,7 +697,7 @@ mod tests {
     use super::*;
     use crate::memory::Memory;
     use crate::model::{MemoryEntry, MemoryType};
-    use crate::storage::block_cache::BlockCache;
+
     use proptest::prelude::*;
 
     const WORDS: [&str; 12] = [
@@ -768,6 +808,28 @@ mod tests {
         let stats = term_stats(r, &terms).expect("test store");
         let (got, _) = top_k(r, &stats, 50, None, |_, _| true).expect("test store");
         got.iter().map(|c| (c.docno, c.bm25)).collect()
+    }
+
+    /// Searches that walk a long term's rows pay for them, and the term is decoded
+    /// whole only once they have paid what that costs; every search finds the same.
+    #[test]
+    fn searches_pay_for_the_rows_they_walk() {
+        let mem = Memory::open_in_memory().expect("test store");
+        mem.add_batch((0..600).map(words_doc).collect()).expect("test store");
+        let plain = search_alpha(&mem.read().expect("test store"));
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let mut searches = 0;
+        while cache.bytes() == 0 && searches < 50 {
+            let mut r = mem.read().expect("test store");
+            r.blocks = Arc::clone(&cache);
+            assert_eq!(search_alpha(&r), plain, "search {searches}");
+            searches += 1;
+        }
+        assert!(cache.bytes() > 0, "bought after {searches} searches");
+        assert!(searches >= 2, "the first search walks the rows and pays");
+        let mut r = mem.read().expect("test store");
+        r.blocks = Arc::clone(&cache);
+        assert_eq!(search_alpha(&r), plain, "from the decoded copy");
     }
 
     /// A write to a term's blocks gives it a new generation: a snapshot taken after

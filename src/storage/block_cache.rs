@@ -2,8 +2,18 @@
 //!
 //! A heavy query walks tens of thousands of postings: for each block a B-tree
 //! step, a header and a varint decode. [`BlockCache`] keeps the decoded blocks of
-//! the terms that queries keep coming back to (those with long lists, on their
-//! second search), so a search walks them in memory.
+//! the terms that queries keep coming back to, so a search walks them in memory.
+//!
+//! Admission is rent or buy: searches that walk a term's rows report what they
+//! spent on it ([`BlockCache::pay`]: the postings they decoded and
+//! [`ROW_COST`] per row they stepped through), and the term is decoded whole
+//! (bought) at its first search once that sum reaches what decoding it whole
+//! costs ([`whole_cost`]). A heavy query, which decodes most of a long list,
+//! buys it on its second search; a light query that only steps over a common
+//! term's headers and decodes a block or two pays little each time, and the term
+//! is bought only after many such searches, instead of the whole decode (up to
+//! ~100,000 postings, milliseconds) landing on one light query. Spending at most
+//! twice the cheaper of the two is the classic ski-rental bound.
 //!
 //! Validity: every write to a term's blocks rewrites its [`TermInfo`] row with a new
 //! random generation ([`crate::storage::postings::Pending::apply`]), and a cached
@@ -36,11 +46,18 @@ pub const DEFAULT_BUDGET: usize = 64 << 20;
 /// Terms with fewer postings than this are read from their blocks: their few
 /// B-tree steps cost little, and caching them would crowd out the long lists.
 pub const MIN_CACHED_DF: u64 = 4 * postings::BLOCK as u64;
-/// Searches of a term (at one generation) before its blocks are cached: a term
-/// searched once is not worth decoding whole (a search skips most of its blocks).
-const USES_BEFORE_CACHING: u32 = 2;
-/// Terms whose searches are counted before the counts start over.
+/// What stepping through one block row costs, in decoded postings: a B-tree step
+/// and a header parse.
+pub const ROW_COST: u64 = 16;
+/// Terms whose rent is counted before the counts start over.
 const MAX_COUNTED: usize = 16_384;
+
+/// What decoding a term of `df` postings whole costs, in the units of
+/// [`BlockCache::pay`]: every posting and every row.
+#[must_use]
+pub fn whole_cost(df: u64) -> u64 {
+    df.saturating_add(ROW_COST.saturating_mul(df.div_ceil(postings::BLOCK as u64)))
+}
 
 /// One term's blocks, decoded, at one generation.
 #[derive(Debug)]
@@ -77,8 +94,9 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Inner {
     terms: HashMap<String, Entry>,
-    /// Searches per term since it last changed generation (uncached terms only).
-    uses: HashMap<String, (u64, u32)>,
+    /// What searches spent per term since it last changed generation, as
+    /// `(generation, spent)` (uncached terms only).
+    rent: HashMap<String, (u64, u64)>,
     bytes: usize,
     clock: u64,
 }
@@ -89,7 +107,8 @@ pub struct BlockCache {
     inner: Mutex<Inner>,
     budget: usize,
     min_df: u64,
-    uses_before: u32,
+    /// Buys every term at its first search (tests).
+    eager: bool,
 }
 
 impl Default for BlockCache {
@@ -102,24 +121,45 @@ impl BlockCache {
     /// A cache holding at most `budget` bytes of decoded postings (0: none).
     #[must_use]
     pub fn new(budget: usize) -> Self {
-        Self {
-            inner: Mutex::new(Inner::default()),
-            budget,
-            min_df: MIN_CACHED_DF,
-            uses_before: USES_BEFORE_CACHING,
-        }
+        Self { inner: Mutex::new(Inner::default()), budget, min_df: MIN_CACHED_DF, eager: false }
     }
 
     /// A cache that takes every term on its first search (for tests).
     #[cfg(test)]
     #[must_use]
     pub fn eager(budget: usize) -> Self {
-        Self { min_df: 0, uses_before: 1, ..Self::new(budget) }
+        Self { min_df: 0, eager: true, ..Self::new(budget) }
+    }
+
+    /// Can a term of `df` postings be cached at all? Searches walking its rows
+    /// report what they spend on it ([`BlockCache::pay`]) only then.
+    #[must_use]
+    pub fn takes(&self, df: u64) -> bool {
+        let size = usize::try_from(df).unwrap_or(usize::MAX);
+        df >= self.min_df && size.saturating_mul(std::mem::size_of::<Posting>()) <= self.budget
+    }
+
+    /// Records that a search spent `spent` (decoded postings, plus [`ROW_COST`]
+    /// per row stepped through) walking the rows of `term` at `generation`.
+    pub fn pay(&self, term: &str, generation: u64, spent: u64) {
+        let mut inner = self.inner.lock();
+        if inner.terms.get(term).is_some_and(|e| e.generation == generation && e.term.is_some()) {
+            return; // bought meanwhile
+        }
+        if inner.rent.len() >= MAX_COUNTED && !inner.rent.contains_key(term) {
+            inner.rent.clear();
+        }
+        let rent = inner.rent.entry(term.to_owned()).or_insert((generation, 0));
+        if rent.0 != generation {
+            *rent = (generation, 0);
+        }
+        rent.1 = rent.1.saturating_add(spent);
     }
 
     /// The decoded blocks of `term` at `generation`, read from `blocks` and kept
-    /// when the term qualifies; `None` when the caller should walk the blocks
-    /// itself.
+    /// when the term qualifies (searches have spent on it what decoding it whole
+    /// costs); `None` when the caller should walk the blocks itself and report
+    /// what that cost ([`BlockCache::pay`]).
     ///
     /// # Errors
     /// Storage errors; [`crate::Error::Corrupted`] on a malformed block.
@@ -130,8 +170,7 @@ impl BlockCache {
         generation: u64,
         df: u64,
     ) -> Result<Option<Arc<CachedTerm>>> {
-        let size = usize::try_from(df).unwrap_or(usize::MAX);
-        if df < self.min_df || size.saturating_mul(std::mem::size_of::<Posting>()) > self.budget {
+        if !self.takes(df) {
             // Too short to be worth it, or too long to fit: a search walks the
             // blocks and skips most of them.
             return Ok(None);
@@ -147,15 +186,8 @@ impl BlockCache {
                 e.last_used = now;
                 return Ok(Some(Arc::clone(t)));
             }
-            if inner.uses.len() >= MAX_COUNTED {
-                inner.uses.clear();
-            }
-            let uses = inner.uses.entry(term.to_owned()).or_insert((generation, 0));
-            if uses.0 != generation {
-                *uses = (generation, 0);
-            }
-            uses.1 += 1;
-            if uses.1 < self.uses_before {
+            let spent = inner.rent.get(term).filter(|r| r.0 == generation).map_or(0, |r| r.1);
+            if !self.eager && spent < whole_cost(df) {
                 return Ok(None);
             }
         }
@@ -166,7 +198,7 @@ impl BlockCache {
             return Ok(Some(decoded)); // (headers past the estimate from df)
         }
         let mut inner = self.inner.lock();
-        inner.uses.remove(term);
+        inner.rent.remove(term);
         inner.clock += 1;
         let now = inner.clock;
         let entry = Entry { generation, term: Some(Arc::clone(&decoded)), last_used: now, bytes };
@@ -191,7 +223,7 @@ impl BlockCache {
     pub fn clear(&self) {
         let mut inner = self.inner.lock();
         inner.terms.clear();
-        inner.uses.clear();
+        inner.rent.clear();
         inner.bytes = 0;
     }
 
@@ -249,17 +281,34 @@ mod tests {
     }
 
     #[test]
-    fn long_lists_are_kept_from_their_second_search() {
+    fn long_lists_are_kept_once_searches_spent_a_whole_decode() {
         let mem = store();
         let cache = BlockCache { min_df: 500, ..BlockCache::new(1 << 20) };
+        let gen_of = |word: &str| {
+            let r = mem.read().expect("test store");
+            let term = crate::text::stem(word);
+            postings::term_info(&r.postings, &term).expect("row").expect("term").generation
+        };
+        let alpha = crate::text::stem("alpha");
         assert!(ask(&cache, &mem, "alpha").is_none(), "first search walks the blocks");
-        let kept = ask(&cache, &mem, "alpha").expect("second search decodes");
+        // Searches that spend less than a whole decode do not buy it...
+        cache.pay(&alpha, gen_of("alpha"), whole_cost(600) - 1);
+        assert!(ask(&cache, &mem, "alpha").is_none(), "rent below the price");
+        // ...nor does rent paid at another generation...
+        cache.pay(&alpha, gen_of("alpha") ^ 1, whole_cost(600));
+        assert!(ask(&cache, &mem, "alpha").is_none(), "rent of another generation");
+        cache.pay(&alpha, gen_of("alpha"), whole_cost(600) - 1);
+        cache.pay(&alpha, gen_of("alpha"), 1);
+        let kept = ask(&cache, &mem, "alpha").expect("rent reached the price: decoded");
         assert_eq!(kept.postings.len(), 600);
         assert_eq!(kept.heads.len() + 1, kept.starts.len());
         let r = mem.read().expect("test store");
         assert_eq!(kept.postings, r.postings_of(&crate::text::stem("alpha")).expect("postings"));
         assert!(Arc::ptr_eq(&kept, &ask(&cache, &mem, "alpha").expect("third")), "kept");
-        assert!(ask(&cache, &mem, "bravo").is_none() && ask(&cache, &mem, "bravo").is_none());
+        // bravo (300) is under `min_df`: never taken, whatever is spent on it.
+        assert!(!cache.takes(300) && cache.takes(600));
+        cache.pay(&crate::text::stem("bravo"), gen_of("bravo"), u64::MAX);
+        assert!(ask(&cache, &mem, "bravo").is_none());
         assert_eq!(cache.bytes(), kept.bytes());
         cache.clear();
         assert_eq!(cache.bytes(), 0);
