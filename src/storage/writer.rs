@@ -106,13 +106,13 @@ impl FactChanges {
     fn note_rows<'a>(
         &mut self,
         part: &str,
-        tokens: impl IntoIterator<Item = &'a String>,
+        tokens: impl IntoIterator<Item = &'a str>,
         docno: u64,
         exists: bool,
     ) {
         let by_token = self.rows.entry(part.to_owned()).or_default();
         for t in tokens {
-            by_token.entry(t.clone()).or_default().insert(docno, exists);
+            by_token.entry(t.to_owned()).or_default().insert(docno, exists);
         }
     }
 
@@ -547,7 +547,7 @@ impl<'t> Writer<'t> {
             }
             if let Some(c) = &mut self.fact_changes {
                 for &d in list {
-                    c.note_rows(part, [&(*t).to_owned()], d, true);
+                    c.note_rows(part, [*t], d, true);
                 }
             }
         }
@@ -689,7 +689,7 @@ impl<'t> Writer<'t> {
             self.fact_cards.insert((part.as_str(), docno), encode(card)?.as_slice())?;
         }
         if let Some(c) = &mut self.fact_changes {
-            c.note_rows(&part, &keys.fact_tokens, docno, true);
+            c.note_rows(&part, keys.fact_tokens.iter().map(String::as_str), docno, true);
             if keys.card.is_some() {
                 c.note_card(&part, docno);
             }
@@ -732,7 +732,7 @@ impl<'t> Writer<'t> {
             self.fact_cards.remove((part.as_str(), docno))?;
         }
         if let Some(c) = &mut self.fact_changes {
-            c.note_rows(&part, &keys.fact_tokens, docno, false);
+            c.note_rows(&part, keys.fact_tokens.iter().map(String::as_str), docno, false);
             if keys.card.is_some() {
                 c.note_card(&part, docno);
             }

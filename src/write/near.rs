@@ -299,7 +299,7 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use crate::write::observe::ObserveOptions;
+    use crate::write::observe::{ObserveOptions, ObserveReport};
     use crate::{FixedClock, Memory, Profile, model::time};
 
     thread_local! {
@@ -347,32 +347,49 @@ mod tests {
         for (i, &(a, b, user)) in steps.iter().enumerate() {
             clock.set(start + chrono::Duration::minutes(i as i64 * 7));
             let text = format!("{}. Also, {}", SAYINGS[a], SAYINGS[b]);
-            let opts = ObserveOptions {
-                user_id: Some(format!("u{}", user % 2)),
-                domain: if user < 2 { "default".into() } else { "work".into() },
-            };
-            let r = mem.observe_pair(&text, "Noted.", &opts).expect("observe");
-            let facts: Vec<&str> = r.facts.iter().map(|f| f.content.as_str()).collect();
-            let gone: Vec<String> =
-                r.superseded.iter().map(|s| format!("{}/{}", s.content, s.cause)).collect();
-            let contra: Vec<&str> = r.contradictions.iter().map(|c| c.reason.as_str()).collect();
-            out.push(format!("{i}: {facts:?} {gone:?} {contra:?}"));
+            let r = mem.observe_pair(&text, "Noted.", &opts_of(user)).expect("observe");
+            out.push(format!("{i}: {}", decisions(&r)));
         }
+        out.extend(facts_state(&mem));
+        BRUTE_FORCE.set(false);
+        out
+    }
+
+    /// The user (two of them) and domain (two) of step user number `user`.
+    fn opts_of(user: usize) -> ObserveOptions {
+        ObserveOptions {
+            user_id: Some(format!("u{}", user % 2)),
+            domain: if user < 2 { "default".into() } else { "work".into() },
+        }
+    }
+
+    /// A report's facts, superseded facts (with their cause) and contradictions.
+    fn decisions(r: &ObserveReport) -> String {
+        let facts: Vec<&str> = r.facts.iter().map(|f| f.content.as_str()).collect();
+        let gone: Vec<String> =
+            r.superseded.iter().map(|s| format!("{}/{}", s.content, s.cause)).collect();
+        let contra: Vec<&str> = r.contradictions.iter().map(|c| c.reason.as_str()).collect();
+        format!("{facts:?} {gone:?} {contra:?}")
+    }
+
+    /// Every fact of the store: content, user, superseded flag and what superseded
+    /// it (by content).
+    fn facts_state(mem: &Memory) -> Vec<String> {
         let all = mem.facts(true).expect("facts");
         let content_of = |id: &str| {
             all.iter().find(|e| e.id == id).map_or_else(|| id.to_owned(), |e| e.content.clone())
         };
-        for e in &all {
-            out.push(format!(
-                "{} {:?} {} {:?}",
-                e.content,
-                e.user_id,
-                e.superseded,
-                e.superseded_by.as_deref().map(content_of)
-            ));
-        }
-        BRUTE_FORCE.set(false);
-        out
+        all.iter()
+            .map(|e| {
+                format!(
+                    "{} {:?} {} {:?}",
+                    e.content,
+                    e.user_id,
+                    e.superseded,
+                    e.superseded_by.as_deref().map(content_of)
+                )
+            })
+            .collect()
     }
 
     /// `run`'s rendering of a store after `batches` of exchanges, observed either
@@ -389,11 +406,8 @@ mod tests {
             let items: Vec<(String, String, ObserveOptions)> = steps
                 .iter()
                 .map(|&(a, c, user)| {
-                    let opts = ObserveOptions {
-                        user_id: Some(format!("u{}", user % 2)),
-                        domain: if user < 2 { "default".into() } else { "work".into() },
-                    };
-                    (format!("{}. Also, {}", SAYINGS[a], SAYINGS[c]), "Noted.".to_owned(), opts)
+                    let text = format!("{}. Also, {}", SAYINGS[a], SAYINGS[c]);
+                    (text, "Noted.".to_owned(), opts_of(user))
                 })
                 .collect();
             let reports = if batched {
@@ -402,27 +416,10 @@ mod tests {
                 items.iter().map(|(u, a, o)| mem.observe_pair(u, a, o).expect("observe")).collect()
             };
             for (i, r) in reports.iter().enumerate() {
-                let facts: Vec<&str> = r.facts.iter().map(|f| f.content.as_str()).collect();
-                let gone: Vec<String> =
-                    r.superseded.iter().map(|s| format!("{}/{}", s.content, s.cause)).collect();
-                let contra: Vec<&str> =
-                    r.contradictions.iter().map(|c| c.reason.as_str()).collect();
-                out.push(format!("{b}.{i}: {facts:?} {gone:?} {contra:?}"));
+                out.push(format!("{b}.{i}: {}", decisions(r)));
             }
         }
-        let all = mem.facts(true).expect("facts");
-        let content_of = |id: &str| {
-            all.iter().find(|e| e.id == id).map_or_else(|| id.to_owned(), |e| e.content.clone())
-        };
-        for e in &all {
-            out.push(format!(
-                "{} {:?} {} {:?}",
-                e.content,
-                e.user_id,
-                e.superseded,
-                e.superseded_by.as_deref().map(content_of)
-            ));
-        }
+        out.extend(facts_state(&mem));
         out
     }
 

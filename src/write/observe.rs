@@ -317,7 +317,6 @@ fn store_episode(
     Ok(w.docinfo(docno)?.map(|i| i.id).unwrap_or_default())
 }
 
-/// Runs the whole pipeline inside `w`.
 /// The steps of observe that read nothing from the store (sentiment, fact and
 /// entity extraction): a batch computes them for all its exchanges in parallel
 /// ahead of its write transaction, with the near-fact lookups read ahead from a
@@ -360,6 +359,7 @@ impl Analysis {
     }
 }
 
+/// Runs the whole pipeline inside `w`.
 pub(crate) fn observe_in(
     w: &mut Writer<'_>,
     settings: &Settings,
