@@ -6,7 +6,7 @@ use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use super::codec::{decode, decode_self_model, encode, encode_self_model};
 use super::docinfo::DocInfo;
-use super::keys::{FactCard, IndexKeys, index_keys, index_keys_with};
+use super::keys::{IndexKeys, index_keys, index_keys_with};
 use super::schema::{self, *};
 use super::{CorpusStats, meta_keys, postings, query, tail};
 use crate::Profile;
@@ -864,18 +864,6 @@ impl<'t> Writer<'t> {
     /// when they are not recorded.
     pub(crate) fn fact_changes(&self) -> Option<&FactChanges> {
         self.fact_changes.as_ref()
-    }
-
-    /// The card of the active fact at `docno` in partition `part`
-    /// ([`schema::fact_partition`]); `None` when it is not an active fact there.
-    ///
-    /// # Errors
-    /// Storage errors; [`Error::Corrupted`] on an undecodable row.
-    pub(crate) fn fact_card(&self, part: &str, docno: u64) -> Result<Option<FactCard>> {
-        match self.fact_cards.get((part, docno))? {
-            Some(v) => Ok(Some(decode(v.value(), "fact card")?)),
-            None => Ok(None),
-        }
     }
 
     /// The `window` episodic entries with the highest docnos, highest first, with

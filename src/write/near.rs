@@ -56,6 +56,42 @@ pub(super) fn facts_order(a: &(u8, i64, u64), b: &(u8, i64, u64)) -> std::cmp::O
     b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2))
 }
 
+/// `text`'s dedup tokens, rarest first by their document frequency in `part`
+/// (as `terms` holds them).
+fn rank(
+    terms: &impl ReadableTable<(&'static str, &'static str), u64>,
+    part: &str,
+    text: &str,
+) -> Vec<String> {
+    dedup::ranked_tokens(text, |t| terms.get((part, t)).ok().flatten().map_or(0, |v| v.value()))
+}
+
+/// The facts holding `token` in `part` (as `tokens` holds them), by docno.
+fn token_rows(
+    tokens: &impl ReadableTable<(&'static str, &'static str, u64), ()>,
+    part: &str,
+    token: &str,
+) -> Result<Vec<u64>> {
+    let mut found = Vec::new();
+    for row in tokens.range((part, token, 0u64)..=(part, token, u64::MAX))? {
+        found.push(row?.0.value().2);
+    }
+    Ok(found)
+}
+
+/// The card of the active fact at `docno` in `part` (as `cards` holds it); `None`
+/// when it is not an active fact there.
+fn card(
+    cards: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
+    part: &str,
+    docno: u64,
+) -> Result<Option<FactCard>> {
+    match cards.get((part, docno))? {
+        Some(v) => Ok(Some(decode(v.value(), "fact card")?)),
+        None => Ok(None),
+    }
+}
+
 /// The lowest threshold an observe asks [`NearFacts::similar`] for (the
 /// contradiction check's): [`Prefetch::read`] reads the prefixes it needs, which
 /// hold those of every higher threshold.
@@ -115,27 +151,16 @@ impl Prefetch {
             if pre.ranked.contains_key(text) {
                 continue;
             }
-            let ranked = dedup::ranked_tokens(text, |tok| {
-                t.terms.get((p, tok)).ok().flatten().map_or(0, |v| v.value())
-            });
+            let ranked = rank(&t.terms, p, text);
             let take = dedup::probe_len(ranked.len(), LOWEST_THRESHOLD).min(ranked.len());
             for token in &ranked[..take] {
                 if pre.rows.contains_key(token) {
                     continue;
                 }
-                let mut found = Vec::new();
-                for row in
-                    t.tokens.range((p, token.as_str(), 0u64)..=(p, token.as_str(), u64::MAX))?
-                {
-                    found.push(row?.0.value().2);
-                }
+                let found = token_rows(&t.tokens, p, token)?;
                 for &d in &found {
                     if let std::collections::hash_map::Entry::Vacant(slot) = pre.cards.entry(d) {
-                        let card = match t.cards.get((p, d))? {
-                            Some(v) => Some(decode(v.value(), "fact card")?),
-                            None => None,
-                        };
-                        slot.insert(card);
+                        slot.insert(card(&t.cards, p, d)?);
                     }
                 }
                 pre.rows.insert(token.clone(), found);
@@ -197,13 +222,7 @@ impl NearFacts {
         if !self.ranked.contains_key(text) {
             let ranked = match self.ahead(w).and_then(|(pre, _)| pre.ranked.get(text)) {
                 Some(r) => r.clone(),
-                None => {
-                    let terms = &w.fact_terms;
-                    let part = self.part.as_str();
-                    dedup::ranked_tokens(text, |t| {
-                        terms.get((part, t)).ok().flatten().map_or(0, |v| v.value())
-                    })
-                }
+                None => rank(&w.fact_terms, &self.part, text),
             };
             self.ranked.insert(text.to_owned(), ranked);
         }
@@ -242,13 +261,7 @@ impl NearFacts {
                         );
                         found
                     }
-                    None => {
-                        let mut found = Vec::new();
-                        for row in w.fact_tokens.range((p, t, 0u64)..=(p, t, u64::MAX))? {
-                            found.push(row?.0.value().2);
-                        }
-                        found
-                    }
+                    None => token_rows(&w.fact_tokens, p, t)?,
                 };
                 self.rows.insert(token.clone(), found);
             }
@@ -261,11 +274,11 @@ impl NearFacts {
                 let ahead = self.ahead(w).and_then(|(pre, ch)| {
                     (!ch.card_changed(&self.part, d)).then(|| pre.cards.get(&d)).flatten()
                 });
-                let card = match ahead {
-                    Some(card) => card.clone(),
-                    None => w.fact_card(&self.part, d)?,
+                let found = match ahead {
+                    Some(found) => found.clone(),
+                    None => card(&w.fact_cards, &self.part, d)?,
                 };
-                self.cards.insert(d, card);
+                self.cards.insert(d, found);
             }
         }
         let mut out: Vec<((u8, i64, u64), &FactCard)> = docnos

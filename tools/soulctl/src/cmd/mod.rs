@@ -30,12 +30,17 @@ pub fn require_db(db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     db.context("this command needs --db PATH")
 }
 
-/// Opens an existing store (refusing to create one), for one command: without
-/// the prewarm a long-running process wants.
-pub fn open_existing(path: &Path) -> anyhow::Result<Memory> {
-    anyhow::ensure!(path.exists(), "no store at {}", path.display());
+/// Opens (or creates) a store for one command: without the prewarm a
+/// long-running process wants.
+pub fn open_for_command(path: &Path) -> anyhow::Result<Memory> {
     Memory::builder()
         .prewarm(false)
         .open(path)
         .with_context(|| format!("opening {}", path.display()))
+}
+
+/// Opens an existing store (refusing to create one), for one command.
+pub fn open_existing(path: &Path) -> anyhow::Result<Memory> {
+    anyhow::ensure!(path.exists(), "no store at {}", path.display());
+    open_for_command(path)
 }

@@ -32,7 +32,7 @@ pub struct Args {
 
 /// Runs `remember`.
 pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
-    let mem = soulmem::Memory::builder().prewarm(false).open(super::require_db(db)?)?;
+    let mem = super::open_for_command(&super::require_db(db)?)?;
     let visibility = Visibility::parse(&args.visibility)
         .ok_or_else(|| anyhow::anyhow!("unknown visibility {:?}", args.visibility))?;
     let req = Remember {
