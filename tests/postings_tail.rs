@@ -88,6 +88,37 @@ fn a_removal_or_update_merges_the_tail_first() {
     assert!(found(&mem, &word(7)).is_empty());
 }
 
+/// A change that leaves a memory's text alone (a supersede, a new importance)
+/// keeps its postings where they are: the tail is not merged for it, and the
+/// memory is still found by its words.
+#[test]
+fn a_change_that_keeps_the_text_keeps_the_tail() {
+    let mem = Memory::open_in_memory().expect("open");
+    let ids: Vec<String> = (0..5).map(|i| mem.add(entry(i)).expect("add")).collect();
+    assert_eq!(tail_rows(&mem), 5);
+
+    let mut e = mem.get(&ids[1]).expect("get").expect("stored");
+    e.importance = 9;
+    mem.update(e).expect("update");
+    assert_eq!(tail_rows(&mem), 5, "an importance change merged the tail");
+    assert_eq!(block_rows(&mem), 0);
+    assert_consistent(&mem);
+
+    let newer = mem.supersede(&ids[2], "note about sailing", None).expect("supersede");
+    assert_eq!(tail_rows(&mem), 6, "a supersede merged the tail");
+    assert_eq!(block_rows(&mem), 0);
+    assert_consistent(&mem);
+    assert_eq!(found(&mem, &word(1)), vec![ids[1].clone()]);
+    assert_eq!(found(&mem, "sailing"), vec![newer]);
+    // Out of default recall, still in the index.
+    assert!(found(&mem, &word(2)).is_empty());
+    let mut q = RecallQuery::new(&word(2));
+    q.include_superseded = true;
+    let all: Vec<String> =
+        mem.recall(&q).expect("recall").memories.into_iter().map(|m| m.id).collect();
+    assert_eq!(all, vec![ids[2].clone()]);
+}
+
 #[test]
 fn the_tail_survives_reopening() {
     let dir = std::env::temp_dir().join(format!("soulmem-tail-{}", std::process::id()));

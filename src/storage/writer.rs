@@ -143,6 +143,14 @@ pub(crate) type TokenSet = std::sync::Arc<std::collections::BTreeSet<String>>;
 /// commit (about 100 MB of buffer).
 const PENDING_MAX: usize = 2_000_000;
 
+/// Whether [`Writer::add_rows`] and [`Writer::remove_rows`] write a memory's
+/// postings, or leave them as they are (both calls of a replace that keeps them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Postings {
+    Write,
+    Keep,
+}
+
 fn new_id() -> String {
     let mut s = uuid::Uuid::new_v4().simple().to_string();
     s.truncate(12);
@@ -444,7 +452,7 @@ impl<'t> Writer<'t> {
         }
         let terms = terms.filter(|(content, _)| *content == entry.content).map(|(_, t)| t);
         let keys = index_keys_with(&entry, self.profile, context, terms);
-        self.add_rows(docno, &entry, &keys)?;
+        self.add_rows(docno, &entry, &keys, Postings::Write)?;
         let record = encode(&entry)?;
         self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;
         Ok(docno)
@@ -638,8 +646,18 @@ impl<'t> Writer<'t> {
             // Only the record and its compact twin change (e.g. access metadata).
             self.put_info(docno, DocInfo::from_entry(&entry, new_keys.doc_len))?;
         } else {
-            self.remove_rows(docno, &old, &old_keys)?;
-            self.add_rows(docno, &entry, &new_keys)?;
+            // A change that leaves the indexed text alone (a supersede, a new
+            // importance) keeps the postings: taking them out and putting them
+            // back would rewrite the memory's blocks, wherever in the index they
+            // are, for nothing.
+            let postings =
+                if old_keys.tokens == new_keys.tokens && old_keys.doc_len == new_keys.doc_len {
+                    Postings::Keep
+                } else {
+                    Postings::Write
+                };
+            self.remove_rows(docno, &old, &old_keys, postings)?;
+            self.add_rows(docno, &entry, &new_keys, postings)?;
         }
         if old.layer != entry.layer || old.domain != entry.domain {
             self.entry_table(&old.layer, &old.domain)?.remove(docno)?;
@@ -654,7 +672,7 @@ impl<'t> Writer<'t> {
         let Some(old) = self.get(docno)? else { return Ok(None) };
         let context = self.context_of(docno)?;
         let keys = index_keys(&old, self.profile, context.as_deref());
-        self.remove_rows(docno, &old, &keys)?;
+        self.remove_rows(docno, &old, &keys, Postings::Write)?;
         self.context.remove(docno)?;
         self.embeddings.remove(docno)?;
         self.entry_table(&old.layer, &old.domain)?.remove(docno)?;
@@ -662,7 +680,13 @@ impl<'t> Writer<'t> {
         Ok(Some(old))
     }
 
-    pub(super) fn add_rows(&mut self, docno: u64, e: &MemoryEntry, keys: &IndexKeys) -> Result<()> {
+    pub(super) fn add_rows(
+        &mut self,
+        docno: u64,
+        e: &MemoryEntry,
+        keys: &IndexKeys,
+        postings: Postings,
+    ) -> Result<()> {
         if e.layer == EPISODIC
             && let Some((window, list)) = &mut self.newest_episodes
         {
@@ -674,10 +698,12 @@ impl<'t> Writer<'t> {
             }
         }
         self.put_info(docno, DocInfo::from_entry(e, keys.doc_len))?;
-        for (tok, tf) in &keys.tokens {
-            self.pending.add(tok, docno, *tf, keys.doc_len);
+        if postings == Postings::Write {
+            for (tok, tf) in &keys.tokens {
+                self.pending.add(tok, docno, *tf, keys.doc_len);
+            }
+            self.bound_pending()?;
         }
-        self.bound_pending()?;
         self.stats.docs += 1;
         self.stats.total_len += u64::from(keys.doc_len);
         let part = schema::fact_partition(e.user_id.as_deref(), &e.domain);
@@ -711,15 +737,23 @@ impl<'t> Writer<'t> {
         Ok(())
     }
 
-    fn remove_rows(&mut self, docno: u64, e: &MemoryEntry, keys: &IndexKeys) -> Result<()> {
+    fn remove_rows(
+        &mut self,
+        docno: u64,
+        e: &MemoryEntry,
+        keys: &IndexKeys,
+        postings: Postings,
+    ) -> Result<()> {
         self.forget_texts(docno);
         if e.layer == EPISODIC {
             self.newest_episodes = None;
         }
         self.docs.remove(docno)?;
         self.doc_cache.get_mut().remove(&docno);
-        for tok in keys.tokens.keys() {
-            self.pending.remove(tok, docno);
+        if postings == Postings::Write {
+            for tok in keys.tokens.keys() {
+                self.pending.remove(tok, docno);
+            }
         }
         self.stats.docs = self.stats.docs.saturating_sub(1);
         self.stats.total_len = self.stats.total_len.saturating_sub(u64::from(keys.doc_len));
