@@ -590,6 +590,21 @@ pub struct Corpus {
     start: Timestamp,
 }
 
+/// The id of the `k`th memory of exchange `i`: 12 hex digits, a bijection of
+/// `(i, k)` for `i < 2^40`, so ids never collide yet spread like random ones.
+#[must_use]
+pub fn synthetic_id(i: u64, k: u8) -> String {
+    const MASK: u64 = (1 << 48) - 1;
+    // Multiplying by an odd number and xor-shifting right are both invertible
+    // modulo 2^48.
+    let mut x = ((i << 8) | u64::from(k)) & MASK;
+    x = x.wrapping_mul(0x9E37_79B9_7F4B) & MASK;
+    x ^= x >> 24;
+    x = x.wrapping_mul(0xD6E8_FEB8_6659) & MASK;
+    x ^= x >> 21;
+    format!("{x:012x}")
+}
+
 impl Corpus {
     /// A corpus with `seed` and 1,000 users.
     #[must_use]
@@ -769,7 +784,9 @@ impl Corpus {
     /// The memories `observe` would store for exchange `i` (default profile, every
     /// exchange taken as significant, no dedup against earlier facts): an episodic
     /// memory and the extracted facts, stamped with the user, domain and time.
-    /// Ids are deterministic (`s` + 11 hex digits of `i` and the position).
+    /// Ids are deterministic and look like soul-protocol's (12 hex digits spread
+    /// evenly, [`synthetic_id`]), so an index keyed by id is as scattered as a
+    /// real store's.
     #[must_use]
     pub fn entries(&self, i: u64) -> Vec<MemoryEntry> {
         let ex = self.exchange(i);
@@ -781,7 +798,7 @@ impl Corpus {
             MemoryType::Episodic,
             significance::episodic_content(&ex.user, &ex.agent),
         );
-        e.id = format!("s{:09x}00", i);
+        e.id = synthetic_id(i, 0);
         e.importance = significance::episodic_importance(&somatic);
         e.emotion = Some(somatic.label.clone());
         e.somatic = Some(somatic);
@@ -797,7 +814,7 @@ impl Corpus {
             facts::extract_facts(&ex.user, &ex.agent, Profile::Default).into_iter().enumerate()
         {
             let mut f = cand.into_entry(salience);
-            f.id = format!("s{:09x}{:02x}", i, (k + 1).min(255));
+            f.id = synthetic_id(i, (k + 1).min(255) as u8);
             f.created_at = now;
             f.ingested_at = Some(now);
             f.user_id = Some(ex.user_id.clone());
@@ -903,6 +920,14 @@ mod tests {
         let c = Corpus::new(7);
         assert_eq!(c.exchange(1234), c.exchange(1234));
         assert_eq!(c.entries(5000), Corpus::new(7).entries(5000));
+        let ids: std::collections::HashSet<String> =
+            (0..20_000u64).flat_map(|i| [synthetic_id(i, 0), synthetic_id(i, 1)]).collect();
+        assert_eq!(ids.len(), 40_000, "synthetic ids collide");
+        assert!(ids.iter().all(|id| id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit())));
+        // Spread: neighbouring exchanges do not share a leading digit run.
+        let firsts: std::collections::HashSet<char> =
+            (0..64u64).filter_map(|i| synthetic_id(i, 0).chars().next()).collect();
+        assert!(firsts.len() >= 12, "ids cluster: {firsts:?}");
         assert_ne!(c.exchange(1234), c.exchange(1235));
         let mut facts = 0;
         for i in 0..2_000 {

@@ -112,7 +112,7 @@ fn a_change_that_keeps_the_text_keeps_the_tail() {
     assert_eq!(found(&mem, "sailing"), vec![newer]);
     // Out of default recall, still in the index.
     assert!(found(&mem, &word(2)).is_empty());
-    let mut q = RecallQuery::new(&word(2));
+    let mut q = RecallQuery::new(word(2));
     q.include_superseded = true;
     let all: Vec<String> =
         mem.recall(&q).expect("recall").memories.into_iter().map(|m| m.id).collect();

@@ -1,6 +1,7 @@
 //! [`Writer`]: one write transaction with every table open, keeping indexes exact.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
@@ -151,10 +152,24 @@ pub(super) enum Postings {
     Keep,
 }
 
+/// A new memory id: 12 hex digits, as soul-protocol's, but ordered by time: the
+/// seconds since 1970 (32 bits, to 2106), then 16 bits. Each id is the larger of
+/// a random point in the lower half of the current second's range and the last
+/// id plus one, so ids made one after another sort one after another, so the `ids` index takes a batch of them in a
+/// few leaves at its end instead of one leaf each, scattered over the table (at 1M
+/// memories, ~1,100 leaves for 1,250 random ids). Callers still check that the id
+/// is free (another store's id, restored here, may hold it).
 fn new_id() -> String {
-    let mut s = uuid::Uuid::new_v4().simple().to_string();
-    s.truncate(12);
-    s
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    const MASK: u64 = (1 << 48) - 1;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let start = (uuid::Uuid::new_v4().as_u64_pair().0 & 0x7fff) | (secs << 16);
+    let prev = LAST
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| Some(start.max(last + 1) & MASK))
+        .unwrap_or_default();
+    format!("{:012x}", start.max(prev + 1) & MASK)
 }
 
 impl<'t> Writer<'t> {
@@ -965,4 +980,23 @@ fn bump2(table: &mut Table<'_, (Str, Str), u64>, part: &str, key: &str, delta: i
         table.insert((part, key), next)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::new_id;
+
+    #[test]
+    fn new_ids_are_hex_and_ordered_by_time() {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let ids: Vec<String> = (0..10_000).map(|_| new_id()).collect();
+        assert!(ids.iter().all(|id| id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit())));
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids made in turn do not sort in turn");
+        // The leading 8 digits are the second the id was made in.
+        let lead = |id: &str| u64::from_str_radix(&id[..8], 16).unwrap_or(0);
+        assert!(lead(&ids[0]).abs_diff(secs) <= 2, "{} at {secs}", ids[0]);
+        assert!(lead(&ids[9_999]).abs_diff(secs) <= 2, "{} at {secs}", ids[9_999]);
+    }
 }
