@@ -50,4 +50,5 @@ pub use model::{
     ConversationArchive, CoreMemory, Edge, GeneralEvent, Interaction, KnowledgeGraph,
     MemorySettings, Participant, SelfImage, SelfModel,
 };
+pub use storage::WriteTimings;
 pub use storage::rebuild::RebuildReport;

@@ -12,7 +12,7 @@ use crate::model::{CoreMemory, MemoryEntry, MemoryType, Timestamp};
 use crate::read::smart::CognitiveEngine;
 use crate::read::vector::Embedder;
 use crate::storage::prewarm::{self, Prewarm};
-use crate::storage::{Reader, Store, Writer, meta_keys, schema};
+use crate::storage::{Reader, Store, WriteTimings, Writer, meta_keys, schema};
 
 /// Engine settings. Defaults follow soul-protocol's `MemorySettings` where they
 /// exist.
@@ -871,6 +871,14 @@ pub struct StoreStats {
 }
 
 impl Memory {
+    /// Where this store's write transactions spent their time since it was
+    /// opened: lock wait, their own work, the buffered writes, the commit
+    /// ([`WriteTimings`]; take two readings and [`WriteTimings::since`] for a span).
+    #[must_use]
+    pub fn write_timings(&self) -> WriteTimings {
+        self.store.write_timings()
+    }
+
     /// Counts per layer and domain, index sizes and corpus statistics.
     ///
     /// # Errors

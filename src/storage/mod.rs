@@ -103,6 +103,51 @@ pub struct Store {
     /// Milliseconds after `opened` when the last durable write transaction (other
     /// than the access writer's) began; `u64::MAX` before the first.
     last_durable_write: std::sync::atomic::AtomicU64,
+    /// Where the committed write transactions spent their time.
+    timings: parking_lot::Mutex<WriteTimings>,
+}
+
+/// Where a store's write transactions spent their time, summed over those
+/// committed since it was opened (the background access writer's are left out:
+/// they are not the caller's). A profile of the write path without a profiler:
+/// `soulctl bench ingest` prints it per batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteTimings {
+    /// Write transactions committed.
+    pub transactions: u64,
+    /// Waiting for the write lock (another transaction running), opening the
+    /// tables, and writing the pending access records the transaction takes.
+    pub begin: std::time::Duration,
+    /// The transaction's own work: the observes' steps, the inserts, updates and
+    /// removals, with their index rows.
+    pub work: std::time::Duration,
+    /// Writing what the work buffered: postings (to the blocks or the tail), the
+    /// self-model, the corpus statistics.
+    pub flush: std::time::Duration,
+    /// The commit: redb writing the dirty pages, and syncing them when durable.
+    pub commit: std::time::Duration,
+}
+
+impl WriteTimings {
+    /// What was spent from `earlier` (an earlier reading of the same store) to
+    /// `self`.
+    #[must_use]
+    pub fn since(&self, earlier: &WriteTimings) -> WriteTimings {
+        WriteTimings {
+            transactions: self.transactions.saturating_sub(earlier.transactions),
+            begin: self.begin.saturating_sub(earlier.begin),
+            work: self.work.saturating_sub(earlier.work),
+            flush: self.flush.saturating_sub(earlier.flush),
+            commit: self.commit.saturating_sub(earlier.commit),
+        }
+    }
+}
+
+impl Store {
+    /// See [`crate::Memory::write_timings`].
+    pub fn write_timings(&self) -> WriteTimings {
+        *self.timings.lock()
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -313,6 +358,7 @@ impl Store {
             writers: std::sync::atomic::AtomicUsize::new(0),
             opened: std::time::Instant::now(),
             last_durable_write: std::sync::atomic::AtomicU64::new(u64::MAX),
+            timings: parking_lot::Mutex::new(WriteTimings::default()),
             access: std::sync::Arc::new(access_log::AccessLog::new(
                 applied,
                 crate::Settings::for_profile(profile).access_history_cap,

@@ -132,10 +132,10 @@ impl Store {
         if durable {
             self.note_durable_write();
         }
-        self.transact_uncounted(durable, clear, access_upto, f)
+        self.transact_timed(durable, clear, access_upto, Some(&self.timings), f)
     }
 
-    /// [`Store::transact`] without counting itself as a writer.
+    /// [`Store::transact`] without counting itself as a writer or its timings.
     fn transact_uncounted<T>(
         &self,
         durable: bool,
@@ -143,6 +143,19 @@ impl Store {
         access_upto: u64,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
     ) -> Result<T> {
+        self.transact_timed(durable, clear, access_upto, None, f)
+    }
+
+    /// The write transaction itself; adds its phases to `timings` if it commits.
+    fn transact_timed<T>(
+        &self,
+        durable: bool,
+        clear: bool,
+        access_upto: u64,
+        timings: Option<&parking_lot::Mutex<super::WriteTimings>>,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let began = std::time::Instant::now();
         let txn = self.begin_write(durable)?;
         // Taken while the transaction runs: left empty if it fails, so the next
         // transaction starts from what is stored.
@@ -151,7 +164,7 @@ impl Store {
         if clear {
             clear_all(&txn, self.profile)?;
         }
-        let (out, next, (version, change), applied) = {
+        let (out, next, (version, change), applied, phases) = {
             let mut w = Writer::open(&txn, self.profile)?;
             // Pending access records up to `access_upto` first; on an emptied store
             // they are void (their memories are gone). `f` reads entries as stored:
@@ -164,12 +177,23 @@ impl Store {
                 w.resume(kept);
                 w.apply_access(&self.access, access_upto)?
             };
+            let working = std::time::Instant::now();
             let out = f(&mut w)?;
+            let flushing = std::time::Instant::now();
             w.flush()?;
             let change = w.take_tail_change();
-            (out, w.into_carry(), change, applied)
+            (out, w.into_carry(), change, applied, [working, flushing])
         };
+        let committing = std::time::Instant::now();
         txn.commit()?;
+        if let Some(t) = timings {
+            let mut t = t.lock();
+            t.transactions += 1;
+            t.begin += phases[0] - began;
+            t.work += phases[1] - phases[0];
+            t.flush += committing - phases[1];
+            t.commit += committing.elapsed();
+        }
         if clear {
             self.access.cleared();
         } else {

@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Map, Value, json};
 use soulmem::synth::{Corpus, SynthQuery};
 use soulmem::write::observe::ObserveOptions;
-use soulmem::{Memory, RecallQuery};
+use soulmem::{Memory, RecallQuery, WriteTimings};
 
 /// `bench` arguments.
 #[derive(ClapArgs, Debug)]
@@ -156,7 +156,8 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     // Exchanges past any the store was built from.
     let mut next = mem.count()?;
     let pb = bar((a.batch * a.batches) as u64, "ingest".into());
-    let (done, spent, cpu) = time_batches(&mem, &corpus, &mut next, a.batch, a.batches, &pb)?;
+    let (done, spent, cpu, phases) =
+        time_batches(&mem, &corpus, &mut next, a.batch, a.batches, &pb)?;
     pb.finish_and_clear();
     let pb = bar(if a.no_rounds { 1 } else { 2 } * a.single as u64, "observe".into());
     let queries = if a.no_rounds { Vec::new() } else { corpus.queries(a.single.clamp(1, 300)) };
@@ -170,6 +171,14 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
         done as f64 / cpu.as_secs_f64().max(1e-3),
         quantile(&mut single.each, 0.5),
         quantile(&mut single.recalls, 0.5)
+    );
+    let per = |d: Duration| ms(d) / a.batches.max(1) as f64;
+    println!(
+        "per batch (ms): lock and begin {:.1}  observe steps {:.1}  buffered writes {:.1}  commit {:.1}",
+        per(phases.begin),
+        per(phases.work),
+        per(phases.flush),
+        per(phases.commit)
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -523,8 +532,9 @@ fn time_batches(
     batch: usize,
     batches: usize,
     pb: &ProgressBar,
-) -> anyhow::Result<(usize, Duration, Duration)> {
+) -> anyhow::Result<(usize, Duration, Duration, WriteTimings)> {
     let (mut done, mut spent, mut cpu) = (0usize, Duration::ZERO, Duration::ZERO);
+    let before = mem.write_timings();
     for _ in 0..batches {
         let items: Vec<(String, String, ObserveOptions)> = (0..batch)
             .map(|_| {
@@ -543,7 +553,7 @@ fn time_batches(
         done += items.len();
         pb.inc(items.len() as u64);
     }
-    Ok((done, spent, cpu))
+    Ok((done, spent, cpu, mem.write_timings().since(&before)))
 }
 
 /// Milliseconds the observe thread of the concurrent measurement waits after each
@@ -677,9 +687,21 @@ fn measure(
     // Batched observe throughput (durable commit per batch).
     let pb = bar((a.batch * a.batches) as u64, format!("ingest {n}"));
     settle(&mem);
-    let (done, spent, cpu) = time_batches(&mem, corpus, &mut next, a.batch, a.batches, &pb)?;
+    let (done, spent, cpu, phases) =
+        time_batches(&mem, corpus, &mut next, a.batch, a.batches, &pb)?;
     pb.finish_and_clear();
     row.insert("ingest_per_s".into(), json!((done as f64 / spent.as_secs_f64()).round()));
+    // Where each batch's transaction spent its time (`Memory::write_timings`).
+    let per = |d: Duration| round3(ms(d) / a.batches.max(1) as f64);
+    row.insert(
+        "ingest_batch_ms".into(),
+        json!({
+            "begin": per(phases.begin),
+            "observe_steps": per(phases.work),
+            "buffered_writes": per(phases.flush),
+            "commit": per(phases.commit),
+        }),
+    );
     // Per CPU second: what the pipeline costs, whatever else the machine runs.
     row.insert(
         "ingest_per_cpu_s".into(),
