@@ -924,7 +924,7 @@ mod tests {
             (0..20_000u64).flat_map(|i| [synthetic_id(i, 0), synthetic_id(i, 1)]).collect();
         assert_eq!(ids.len(), 40_000, "synthetic ids collide");
         assert!(ids.iter().all(|id| id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit())));
-        // Spread: neighbouring exchanges do not share a leading digit run.
+        // Spread: the ids of neighbouring exchanges start with many different digits.
         let firsts: std::collections::HashSet<char> =
             (0..64u64).filter_map(|i| synthetic_id(i, 0).chars().next()).collect();
         assert!(firsts.len() >= 12, "ids cluster: {firsts:?}");

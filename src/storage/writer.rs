@@ -155,10 +155,11 @@ pub(super) enum Postings {
 /// A new memory id: 12 hex digits, as soul-protocol's, but ordered by time: the
 /// seconds since 1970 (32 bits, to 2106), then 16 bits. Each id is the larger of
 /// a random point in the lower half of the current second's range and the last
-/// id plus one, so ids made one after another sort one after another, so the `ids` index takes a batch of them in a
-/// few leaves at its end instead of one leaf each, scattered over the table (at 1M
-/// memories, ~1,100 leaves for 1,250 random ids). Callers still check that the id
-/// is free (another store's id, restored here, may hold it).
+/// id plus one. Ids made one after another thus sort one after another, and the
+/// `ids` index takes a batch of them in a few leaves at one place instead of a
+/// leaf each, scattered over the table (at 1M memories, ~1,100 leaves for 1,250
+/// random ids). Callers still check that the id is free (an id restored from
+/// another store may hold it).
 fn new_id() -> String {
     static LAST: AtomicU64 = AtomicU64::new(0);
     const MASK: u64 = (1 << 48) - 1;
