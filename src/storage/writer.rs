@@ -153,24 +153,34 @@ pub(super) enum Postings {
 }
 
 /// A new memory id: 12 hex digits, as soul-protocol's, but ordered by time: the
-/// seconds since 1970 (32 bits, to 2106), then 16 bits. Each id is the larger of
-/// a random point in the lower half of the current second's range and the last
-/// id plus one. Ids made one after another thus sort one after another, and the
-/// `ids` index takes a batch of them in a few leaves at one place instead of a
-/// leaf each, scattered over the table (at 1M memories, ~1,100 leaves for 1,250
-/// random ids). Callers still check that the id is free (an id restored from
-/// another store may hold it).
+/// seconds since 1970 (32 bits, to 2106), then a 16-bit counter that starts at a
+/// random point in its lower half with each new second (and counts on into the
+/// next second's range when a second makes more ids than that). Ids made one
+/// after another thus sort one after another, and the `ids` index takes a batch
+/// of them in a few leaves at one place instead of a leaf each, scattered over
+/// the table (at 1M memories, ~1,100 leaves for 1,250 random ids). Only the first
+/// id of a second draws randomness. Callers still check that the id is free (an
+/// id restored from another store may hold it).
 fn new_id() -> String {
     static LAST: AtomicU64 = AtomicU64::new(0);
     const MASK: u64 = (1 << 48) - 1;
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let start = (uuid::Uuid::new_v4().as_u64_pair().0 & 0x7fff) | (secs << 16);
-    let prev = LAST
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| Some(start.max(last + 1) & MASK))
-        .unwrap_or_default();
-    format!("{:012x}", start.max(prev + 1) & MASK)
+    let mut start = None;
+    let mut next = 0;
+    // The closure only computes (it may run again if another thread got there
+    // first); `next` keeps what was stored.
+    let _ = LAST.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+        next = if last >> 16 >= secs {
+            last + 1
+        } else {
+            (secs << 16)
+                | *start.get_or_insert_with(|| uuid::Uuid::new_v4().as_u64_pair().0 & 0x7fff)
+        } & MASK;
+        Some(next)
+    });
+    format!("{next:012x}")
 }
 
 impl<'t> Writer<'t> {
