@@ -305,3 +305,39 @@ fn a_fact_card_follows_content_that_keeps_its_terms() {
     assert_eq!(mem.stats().expect("stats").index_rows["fact_cards"], 0);
     assert!(mem.check(|_| {}).expect("check").is_ok());
 }
+
+/// An update that changes one field at a time (owner, importance, entities,
+/// layer, then text) rewrites exactly the rows that field is part of: after each,
+/// every index matches the entries, and the owner's filter finds the memory.
+#[test]
+fn one_field_updates_keep_every_index_exact() {
+    let mem = Memory::open_in_memory().expect("open");
+    let mut e =
+        MemoryEntry::new(MemoryType::Semantic, "User works at Acme as a structural engineer");
+    e.user_id = Some("u1".into());
+    e.entities = vec!["Acme".into()];
+    let id = mem.add(e).expect("add");
+    let clean = |step: &str| {
+        let report = mem.check(|_| {}).expect("check");
+        assert!(report.is_ok(), "after {step}: {:?}", report.problems);
+    };
+    type Change = fn(&mut MemoryEntry);
+    let steps: [(&str, Change); 5] = [
+        ("owner", |e| e.user_id = Some("u2".into())),
+        ("importance", |e| e.importance = 9),
+        ("entities", |e| e.entities = vec!["Globex".into()]),
+        ("layer", |e| e.layer = "projects".into()),
+        ("text", |e| e.content = "User works at Globex as a nurse".into()),
+    ];
+    for (step, change) in steps {
+        let mut e = mem.get(&id).expect("get").expect("stored");
+        change(&mut e);
+        mem.update(e).expect("update");
+        clean(step);
+    }
+    let mut q = soulmem::RecallQuery::new("Globex nurse");
+    q.user_id = Some("u2".into());
+    let found: Vec<String> =
+        mem.recall(&q).expect("recall").memories.into_iter().map(|m| m.id).collect();
+    assert_eq!(found, vec![id]);
+}

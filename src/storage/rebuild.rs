@@ -11,7 +11,7 @@ use redb::{ReadableTable, TableHandle, WriteTransaction};
 use super::codec::decode;
 use super::keys::index_keys;
 use super::schema::{self, *};
-use super::writer::Postings;
+use super::writer::Unchanged;
 use super::{Store, Writer, meta_keys};
 use crate::error::Result;
 use crate::memory::Memory;
@@ -318,7 +318,7 @@ fn rebuild_in(
             w.ids.insert(e.id.as_str(), docno)?;
             let context = w.context_of(docno)?;
             let keys = index_keys(&e, profile, context.as_deref());
-            w.add_rows(docno, &e, &keys, Postings::Write)?;
+            w.add_rows(docno, &e, &keys, Unchanged::NOTHING)?;
         }
     }
     if let Some(m) = max_docno {

@@ -144,12 +144,57 @@ pub(crate) type TokenSet = std::sync::Arc<std::collections::BTreeSet<String>>;
 /// commit (about 100 MB of buffer).
 const PENDING_MAX: usize = 2_000_000;
 
-/// Whether [`Writer::add_rows`] and [`Writer::remove_rows`] write a memory's
-/// postings, or leave them as they are (both calls of a replace that keeps them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Postings {
-    Write,
-    Keep,
+/// Which of a memory's index rows [`Writer::remove_rows`] and
+/// [`Writer::add_rows`] leave as they are: in a replace, those whose keys are the
+/// same before and after. Taking them out and putting them back would rewrite
+/// their leaves (a memory's postings blocks, its `users`, `importance` and
+/// `layer_order` rows, wherever they are in their tables) for nothing, and any
+/// postings change merges the postings tail.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Unchanged {
+    postings: bool,
+    facts: bool,
+    entities: bool,
+    user: bool,
+    importance: bool,
+    layer: bool,
+}
+
+impl Unchanged {
+    /// Every row is written: an insert or a removal.
+    pub(super) const NOTHING: Unchanged = Unchanged {
+        postings: false,
+        facts: false,
+        entities: false,
+        user: false,
+        importance: false,
+        layer: false,
+    };
+
+    /// The rows that `old` (with `old_keys`) and `new` (with `new_keys`) share.
+    fn between(
+        old: &MemoryEntry,
+        old_keys: &IndexKeys,
+        new: &MemoryEntry,
+        new_keys: &IndexKeys,
+    ) -> Self {
+        let owner = old.user_id == new.user_id;
+        Unchanged {
+            postings: old_keys.tokens == new_keys.tokens && old_keys.doc_len == new_keys.doc_len,
+            facts: owner
+                && old.domain == new.domain
+                && old_keys.fact_tokens == new_keys.fact_tokens
+                && old_keys.card == new_keys.card
+                && old_keys.slots == new_keys.slots
+                && old_keys.attributes == new_keys.attributes,
+            entities: old_keys.entities == new_keys.entities,
+            user: owner,
+            importance: old.layer == new.layer
+                && old.importance == new.importance
+                && old.created_at == new.created_at,
+            layer: old.layer == new.layer,
+        }
+    }
 }
 
 /// A new memory id: 12 hex digits, as soul-protocol's, but ordered by time: the
@@ -478,7 +523,7 @@ impl<'t> Writer<'t> {
         }
         let terms = terms.filter(|(content, _)| *content == entry.content).map(|(_, t)| t);
         let keys = index_keys_with(&entry, self.profile, context, terms);
-        self.add_rows(docno, &entry, &keys, Postings::Write)?;
+        self.add_rows(docno, &entry, &keys, Unchanged::NOTHING)?;
         let record = encode(&entry)?;
         self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;
         Ok(docno)
@@ -672,18 +717,12 @@ impl<'t> Writer<'t> {
             // Only the record and its compact twin change (e.g. access metadata).
             self.put_info(docno, DocInfo::from_entry(&entry, new_keys.doc_len))?;
         } else {
-            // A change that leaves the indexed text alone (a supersede, a new
-            // importance) keeps the postings: taking them out and putting them
-            // back would rewrite the memory's blocks, wherever in the index they
-            // are, for nothing.
-            let postings =
-                if old_keys.tokens == new_keys.tokens && old_keys.doc_len == new_keys.doc_len {
-                    Postings::Keep
-                } else {
-                    Postings::Write
-                };
-            self.remove_rows(docno, &old, &old_keys, postings)?;
-            self.add_rows(docno, &entry, &new_keys, postings)?;
+            // Only the rows whose keys change (a supersede keeps the postings,
+            // the owner, importance and layer rows; a new importance keeps the
+            // postings).
+            let same = Unchanged::between(&old, &old_keys, &entry, &new_keys);
+            self.remove_rows(docno, &old, &old_keys, same)?;
+            self.add_rows(docno, &entry, &new_keys, same)?;
         }
         if old.layer != entry.layer || old.domain != entry.domain {
             self.entry_table(&old.layer, &old.domain)?.remove(docno)?;
@@ -698,7 +737,7 @@ impl<'t> Writer<'t> {
         let Some(old) = self.get(docno)? else { return Ok(None) };
         let context = self.context_of(docno)?;
         let keys = index_keys(&old, self.profile, context.as_deref());
-        self.remove_rows(docno, &old, &keys, Postings::Write)?;
+        self.remove_rows(docno, &old, &keys, Unchanged::NOTHING)?;
         self.context.remove(docno)?;
         self.embeddings.remove(docno)?;
         self.entry_table(&old.layer, &old.domain)?.remove(docno)?;
@@ -711,7 +750,7 @@ impl<'t> Writer<'t> {
         docno: u64,
         e: &MemoryEntry,
         keys: &IndexKeys,
-        postings: Postings,
+        same: Unchanged,
     ) -> Result<()> {
         if e.layer == EPISODIC
             && let Some((window, list)) = &mut self.newest_episodes
@@ -724,7 +763,7 @@ impl<'t> Writer<'t> {
             }
         }
         self.put_info(docno, DocInfo::from_entry(e, keys.doc_len))?;
-        if postings == Postings::Write {
+        if !same.postings {
             for (tok, tf) in &keys.tokens {
                 self.pending.add(tok, docno, *tf, keys.doc_len);
             }
@@ -732,34 +771,44 @@ impl<'t> Writer<'t> {
         }
         self.stats.docs += 1;
         self.stats.total_len += u64::from(keys.doc_len);
-        let part = schema::fact_partition(e.user_id.as_deref(), &e.domain);
-        for tok in &keys.fact_tokens {
-            self.fact_tokens.insert((part.as_str(), tok.as_str(), docno), ())?;
-            bump2(&mut self.fact_terms, &part, tok, 1)?;
-        }
-        if let Some(card) = &keys.card {
-            self.fact_cards.insert((part.as_str(), docno), encode(card)?.as_slice())?;
-        }
-        if let Some(c) = &mut self.fact_changes {
-            c.note_rows(&part, keys.fact_tokens.iter().map(String::as_str), docno, true);
-            if keys.card.is_some() {
-                c.note_card(&part, docno);
+        let user = e.user_id.as_deref().unwrap_or("");
+        if !same.facts {
+            let part = schema::fact_partition(e.user_id.as_deref(), &e.domain);
+            for tok in &keys.fact_tokens {
+                self.fact_tokens.insert((part.as_str(), tok.as_str(), docno), ())?;
+                bump2(&mut self.fact_terms, &part, tok, 1)?;
+            }
+            if let Some(card) = &keys.card {
+                self.fact_cards.insert((part.as_str(), docno), encode(card)?.as_slice())?;
+            }
+            if let Some(c) = &mut self.fact_changes {
+                c.note_rows(&part, keys.fact_tokens.iter().map(String::as_str), docno, true);
+                if keys.card.is_some() {
+                    c.note_card(&part, docno);
+                }
+            }
+            for slot in &keys.slots {
+                self.prefixes.insert((slot.as_str(), user, e.domain.as_str(), docno), ())?;
+            }
+            for attr in &keys.attributes {
+                self.attributes.insert((attr.as_str(), user, e.domain.as_str(), docno), ())?;
             }
         }
-        let user = e.user_id.as_deref().unwrap_or("");
-        for slot in &keys.slots {
-            self.prefixes.insert((slot.as_str(), user, e.domain.as_str(), docno), ())?;
+        if !same.entities {
+            for ent in &keys.entities {
+                self.entities.insert((ent.as_str(), docno), ())?;
+            }
         }
-        for attr in &keys.attributes {
-            self.attributes.insert((attr.as_str(), user, e.domain.as_str(), docno), ())?;
+        if !same.user {
+            self.users.insert((user, docno), ())?;
         }
-        for ent in &keys.entities {
-            self.entities.insert((ent.as_str(), docno), ())?;
+        if !same.importance {
+            let created = time::to_micros(&e.created_at);
+            self.importance.insert((e.layer.as_str(), e.importance, created, docno), ())?;
         }
-        self.users.insert((user, docno), ())?;
-        self.importance
-            .insert((e.layer.as_str(), e.importance, time::to_micros(&e.created_at), docno), ())?;
-        self.layer_order.insert((e.layer.as_str(), docno), ())?;
+        if !same.layer {
+            self.layer_order.insert((e.layer.as_str(), docno), ())?;
+        }
         Ok(())
     }
 
@@ -768,7 +817,7 @@ impl<'t> Writer<'t> {
         docno: u64,
         e: &MemoryEntry,
         keys: &IndexKeys,
-        postings: Postings,
+        same: Unchanged,
     ) -> Result<()> {
         self.forget_texts(docno);
         if e.layer == EPISODIC {
@@ -776,45 +825,51 @@ impl<'t> Writer<'t> {
         }
         self.docs.remove(docno)?;
         self.doc_cache.get_mut().remove(&docno);
-        if postings == Postings::Write {
+        if !same.postings {
             for tok in keys.tokens.keys() {
                 self.pending.remove(tok, docno);
             }
         }
         self.stats.docs = self.stats.docs.saturating_sub(1);
         self.stats.total_len = self.stats.total_len.saturating_sub(u64::from(keys.doc_len));
-        let part = schema::fact_partition(e.user_id.as_deref(), &e.domain);
-        for tok in &keys.fact_tokens {
-            self.fact_tokens.remove((part.as_str(), tok.as_str(), docno))?;
-            bump2(&mut self.fact_terms, &part, tok, -1)?;
-        }
-        if keys.card.is_some() {
-            self.fact_cards.remove((part.as_str(), docno))?;
-        }
-        if let Some(c) = &mut self.fact_changes {
-            c.note_rows(&part, keys.fact_tokens.iter().map(String::as_str), docno, false);
+        let user = e.user_id.as_deref().unwrap_or("");
+        if !same.facts {
+            let part = schema::fact_partition(e.user_id.as_deref(), &e.domain);
+            for tok in &keys.fact_tokens {
+                self.fact_tokens.remove((part.as_str(), tok.as_str(), docno))?;
+                bump2(&mut self.fact_terms, &part, tok, -1)?;
+            }
             if keys.card.is_some() {
-                c.note_card(&part, docno);
+                self.fact_cards.remove((part.as_str(), docno))?;
+            }
+            if let Some(c) = &mut self.fact_changes {
+                c.note_rows(&part, keys.fact_tokens.iter().map(String::as_str), docno, false);
+                if keys.card.is_some() {
+                    c.note_card(&part, docno);
+                }
+            }
+            for slot in &keys.slots {
+                self.prefixes.remove((slot.as_str(), user, e.domain.as_str(), docno))?;
+            }
+            for attr in &keys.attributes {
+                self.attributes.remove((attr.as_str(), user, e.domain.as_str(), docno))?;
             }
         }
-        let user = e.user_id.as_deref().unwrap_or("");
-        for slot in &keys.slots {
-            self.prefixes.remove((slot.as_str(), user, e.domain.as_str(), docno))?;
+        if !same.entities {
+            for ent in &keys.entities {
+                self.entities.remove((ent.as_str(), docno))?;
+            }
         }
-        for attr in &keys.attributes {
-            self.attributes.remove((attr.as_str(), user, e.domain.as_str(), docno))?;
+        if !same.user {
+            self.users.remove((user, docno))?;
         }
-        for ent in &keys.entities {
-            self.entities.remove((ent.as_str(), docno))?;
+        if !same.importance {
+            let created = time::to_micros(&e.created_at);
+            self.importance.remove((e.layer.as_str(), e.importance, created, docno))?;
         }
-        self.users.remove((user, docno))?;
-        self.importance.remove((
-            e.layer.as_str(),
-            e.importance,
-            time::to_micros(&e.created_at),
-            docno,
-        ))?;
-        self.layer_order.remove((e.layer.as_str(), docno))?;
+        if !same.layer {
+            self.layer_order.remove((e.layer.as_str(), docno))?;
+        }
         Ok(())
     }
 
