@@ -34,39 +34,54 @@ fn dir_size(p: &Path) -> u64 {
 }
 
 impl bench::Baselines for Engines {
-    fn measure(
+    fn build(
         &self,
         docs: &[bench::BaselineDoc],
-        warm: &[bench::BaselineQuery],
-        queries: &[bench::BaselineQuery],
         dir: &Path,
         n: u64,
         row: &mut Map<String, Value>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Box<dyn bench::Timed>> {
         let mb = |b: u64| bench::round3(b as f64 / 1048576.0);
         let pairs = || docs.iter().map(|d| (d.terms.as_str(), d.content.as_str()));
 
         let tdir = dir.join(format!("tantivy-{n}"));
         let _ = std::fs::remove_dir_all(&tdir);
         let t = Instant::now();
-        let tv = Tantivy::build(&tdir, pairs()).map_err(anyhow::Error::msg)?;
+        let tantivy = Tantivy::build(&tdir, pairs()).map_err(anyhow::Error::msg)?;
         row.insert("tantivy_build_s".into(), bench::round3(t.elapsed().as_secs_f64()));
-        bench::time_queries("tantivy", warm, queries, row, &mut |t| {
-            Ok(tv.search(t, 10).map_err(anyhow::Error::msg)?.len())
-        })?;
         row.insert("tantivy_mb".into(), mb(dir_size(&tdir)));
-        drop(tv);
 
         let spath = dir.join(format!("fts5-{n}.sqlite"));
         let _ = std::fs::remove_file(&spath);
         let t = Instant::now();
-        let sq = Sqlite::build(&spath, pairs()).map_err(anyhow::Error::msg)?;
+        let sqlite = Sqlite::build(&spath, pairs()).map_err(anyhow::Error::msg)?;
         row.insert("sqlite_build_s".into(), bench::round3(t.elapsed().as_secs_f64()));
+        row.insert("sqlite_mb".into(), mb(dir_size(&spath)));
+        Ok(Box::new(Built { tantivy, sqlite }))
+    }
+}
+
+/// Both engines, built.
+struct Built {
+    tantivy: Tantivy,
+    sqlite: Sqlite,
+}
+
+impl bench::Timed for Built {
+    fn time(
+        &mut self,
+        warm: &[bench::BaselineQuery],
+        queries: &[bench::BaselineQuery],
+        row: &mut Map<String, Value>,
+    ) -> anyhow::Result<()> {
+        let tv = &self.tantivy;
+        bench::time_queries("tantivy", warm, queries, row, &mut |t| {
+            Ok(tv.search(t, 10).map_err(anyhow::Error::msg)?.len())
+        })?;
+        let sq = &self.sqlite;
         bench::time_queries("sqlite", warm, queries, row, &mut |t| {
             Ok(sq.search(t, 10).map_err(anyhow::Error::msg)?.len())
-        })?;
-        row.insert("sqlite_mb".into(), mb(dir_size(&spath)));
-        Ok(())
+        })
     }
 }
 

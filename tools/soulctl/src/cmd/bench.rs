@@ -128,6 +128,13 @@ pub struct ScaleArgs {
     /// redb cache size in MiB for the measured store (default: redb's default).
     #[arg(long)]
     cache_mb: Option<usize>,
+    /// Measurement passes per size, each on a fresh copy of the store as built
+    /// (with `--compare`, each pass times the baselines right after soulmem). The
+    /// row reports the median of each figure and the JSON keeps every pass under
+    /// `each_run`: this VM's speed drifts by ±25% within minutes, so one pass can
+    /// land either side of a target.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=20))]
+    runs: u64,
 }
 
 /// Runs `bench`.
@@ -584,32 +591,90 @@ fn measure(
 ) -> anyhow::Result<Map<String, Value>> {
     let mut row = Map::new();
     row.insert("n".into(), json!(n));
-    let rss_reset = reset_peak_rss();
     let path = dir.join(format!("soulmem-{n}.redb"));
-    let _ = std::fs::remove_file(&path);
+    let used = build(corpus, &path, n, &mut row)?;
+    let base = baselines.filter(|_| a.compare);
+    let mut engines: Option<Box<dyn Timed>> = None;
+    let (warm_terms, query_terms) = (baseline_queries(warm), baseline_queries(queries));
+    let mut runs = Vec::new();
+    for _ in 0..a.runs {
+        let mut run = measure_once(a, corpus, (warm, queries), &path, n, used)?;
+        if let Some(base) = base {
+            // Built after soulmem's first pass, so that pass's peak RSS holds none
+            // of their documents.
+            let timed = match &mut engines {
+                Some(e) => e,
+                None => engines.insert(build_baselines(base, corpus, dir, n, used, &mut row)?),
+            };
+            timed.time(&warm_terms, &query_terms, &mut run)?;
+        }
+        runs.push(run);
+    }
+    let mut merged = median_rows(&runs);
+    // Peak RSS of the first pass only: later passes run beside the baselines.
+    if let Some(first) = runs.first().and_then(|r| r.get("peak_rss_mb")) {
+        merged.insert("peak_rss_mb".into(), first.clone());
+    }
+    row.extend(merged);
+    row.insert("runs".into(), json!(runs.len()));
+    if runs.len() > 1 {
+        row.insert("each_run".into(), Value::Array(runs.into_iter().map(Value::Object).collect()));
+    }
+    Ok(row)
+}
 
-    // 1. Build: add_batch of whole exchanges, ~10k memories per durable commit
-    // (redb reuses freed pages only after a durable commit: a non-durable build
-    // would leave the file much larger than its data).
+/// Builds the store of `n` memories at `path` and adds its build figures to
+/// `row`. Returns the number of exchanges used.
+fn build(
+    corpus: &Corpus,
+    path: &Path,
+    n: u64,
+    row: &mut Map<String, Value>,
+) -> anyhow::Result<u64> {
+    let _ = std::fs::remove_file(path);
+    // add_batch of whole exchanges, ~10k memories per durable commit (redb reuses
+    // freed pages only after a durable commit: a non-durable build would leave the
+    // file much larger than its data).
     let t = Instant::now();
     let used = {
-        let mem = Memory::open(&path)?;
+        let mem = Memory::open(path)?;
         let pb = bar(n, format!("build {n}"));
         let used = corpus.fill(&mem, n, 10_000, |done| pb.set_position(done.min(n)))?;
         pb.finish_and_clear();
         used
     };
     let build_s = t.elapsed().as_secs_f64();
-    let file = std::fs::metadata(&path)?.len();
+    let file = std::fs::metadata(path)?.len();
     row.insert("build_s".into(), round3(build_s));
     row.insert("build_memories_per_s".into(), json!((n as f64 / build_s).round()));
     row.insert("file_mb".into(), round3(file as f64 / 1048576.0));
     row.insert("bytes_per_memory".into(), json!((file as f64 / n as f64).round()));
+    Ok(used)
+}
 
-    // 2. Measure on the store opened as an application would (durable writes).
+/// One measurement pass over the store built at `path` (of `n` memories from the
+/// first `used` exchanges): recall, observes, batched ingest, recall with observes
+/// running. Runs on a copy unless this is the only pass and the store need not be
+/// kept.
+fn measure_once(
+    a: &ScaleArgs,
+    corpus: &Corpus,
+    (warm, queries): (&[SynthQuery], &[SynthQuery]),
+    path: &Path,
+    n: u64,
+    used: u64,
+) -> anyhow::Result<Map<String, Value>> {
+    let mut row = Map::new();
+    let rss_reset = reset_peak_rss();
+    // Measured on the store opened as an application would (durable writes).
     // With --keep the store is kept as built (so `bench recall` and `bench ingest`
-    // on it start from what was measured here) and a copy is measured.
-    let measured = if a.keep { working_copy(&path, "measured.redb")? } else { path.clone() };
+    // on it start from what was measured here), and with several passes each
+    // starts from it: a copy is measured.
+    let measured = if a.keep || a.runs > 1 {
+        working_copy(path, "measured.redb")?
+    } else {
+        path.to_path_buf()
+    };
     let mut builder = Memory::builder();
     if let Some(mb) = a.cache_mb {
         builder = builder.cache_bytes(mb << 20);
@@ -721,11 +786,47 @@ fn measure(
     if measured != path {
         let _ = std::fs::remove_file(&measured);
     }
-
-    if let (true, Some(base)) = (a.compare, baselines) {
-        compare(base, corpus, (warm, queries), dir, n, used, &mut row)?;
-    }
     Ok(row)
+}
+
+/// The middle value of `xs` (the mean of the two middle ones for an even count).
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    match xs.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => xs[n / 2],
+        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
+    }
+}
+
+/// The median of each figure over `runs` (objects figure by figure; anything
+/// that is not a number in every run is taken from the first).
+fn median_rows(runs: &[Map<String, Value>]) -> Map<String, Value> {
+    let Some(first) = runs.first() else { return Map::new() };
+    let mut out = Map::new();
+    for (key, v) in first {
+        let all: Vec<&Value> = runs.iter().filter_map(|r| r.get(key)).collect();
+        let merged = if all.len() < runs.len() {
+            v.clone()
+        } else if let Some(mut xs) = all.iter().map(|x| x.as_f64()).collect::<Option<Vec<f64>>>() {
+            let m = median(&mut xs);
+            if v.is_u64() {
+                json!(m.round() as u64)
+            } else if v.is_i64() {
+                json!(m.round() as i64)
+            } else {
+                round3(m)
+            }
+        } else if v.is_object() {
+            let objs: Vec<Map<String, Value>> =
+                all.iter().filter_map(|x| x.as_object().cloned()).collect();
+            if objs.len() == runs.len() { Value::Object(median_rows(&objs)) } else { v.clone() }
+        } else {
+            v.clone()
+        };
+        out.insert(key.clone(), merged);
+    }
+    out
 }
 
 /// One document as the baselines index it: soulmem's index terms of a memory
@@ -753,18 +854,31 @@ pub struct BaselineQuery {
 /// module into its own `soulmem-bench` binary so that soulctl never builds tantivy
 /// or SQLite.
 pub trait Baselines {
-    /// Indexes `docs` under `dir`, runs `warm` untimed, times a top-10 query for
-    /// each of `queries` (see [`time_queries`]), and adds fields to `row`.
+    /// Indexes `docs` under `dir`, adds what that cost (time, size) to `row`, and
+    /// returns the engines, ready to be timed.
     ///
     /// # Errors
     /// Whatever the engines report.
-    fn measure(
+    fn build(
         &self,
         docs: &[BaselineDoc],
-        warm: &[BaselineQuery],
-        queries: &[BaselineQuery],
         dir: &Path,
         n: u64,
+        row: &mut Map<String, Value>,
+    ) -> anyhow::Result<Box<dyn Timed>>;
+}
+
+/// Baseline engines built by [`Baselines::build`].
+pub trait Timed {
+    /// Runs `warm` untimed, then times a top-10 query for each of `queries` in
+    /// each engine (see [`time_queries`]), and adds the figures to `row`.
+    ///
+    /// # Errors
+    /// Whatever the engines report.
+    fn time(
+        &mut self,
+        warm: &[BaselineQuery],
+        queries: &[BaselineQuery],
         row: &mut Map<String, Value>,
     ) -> anyhow::Result<()>;
 }
@@ -808,16 +922,16 @@ pub fn time_queries(
     Ok(())
 }
 
-fn compare(
+/// Builds the baselines on the memories soulmem indexed (exchanges `0..used`,
+/// the first `n` memories).
+fn build_baselines(
     base: &dyn Baselines,
     corpus: &Corpus,
-    (warm, queries): (&[SynthQuery], &[SynthQuery]),
     dir: &Path,
     n: u64,
     used: u64,
     row: &mut Map<String, Value>,
-) -> anyhow::Result<()> {
-    // The same memories soulmem indexed (exchanges 0..used, first n memories).
+) -> anyhow::Result<Box<dyn Timed>> {
     let mut docs: Vec<BaselineDoc> = Vec::with_capacity(n as usize);
     'fill: for i in 0..used {
         for e in corpus.entries(i) {
@@ -828,19 +942,21 @@ fn compare(
             docs.push(BaselineDoc { terms, content: e.content });
         }
     }
-    let terms = |qs: &[SynthQuery]| -> Vec<BaselineQuery> {
-        qs.iter()
-            .map(|q| BaselineQuery {
-                terms: soulmem::read::query_terms(&q.text)
-                    .into_iter()
-                    .filter(|t| t.weight >= 1.0)
-                    .map(|t| t.token)
-                    .collect(),
-                kind: q.kind,
-            })
-            .collect()
-    };
-    base.measure(&docs, &terms(warm), &terms(queries), dir, n, row)
+    base.build(&docs, dir, n, row)
+}
+
+/// The query terms soulmem searches for (its own words, not expansions).
+fn baseline_queries(qs: &[SynthQuery]) -> Vec<BaselineQuery> {
+    qs.iter()
+        .map(|q| BaselineQuery {
+            terms: soulmem::read::query_terms(&q.text)
+                .into_iter()
+                .filter(|t| t.weight >= 1.0)
+                .map(|t| t.token)
+                .collect(),
+            kind: q.kind,
+        })
+        .collect()
 }
 
 const COLUMNS: &[&str] = &[
@@ -883,5 +999,82 @@ fn print_table(out: &Value) {
     for r in rows {
         let cells: Vec<String> = COLUMNS.iter().map(|c| cell(r.get(*c))).collect();
         println!("| {} |", cells.join(" | "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn runs_merge_figure_by_figure() {
+        let runs = [
+            row(
+                json!({"n": 10, "p50": 0.5, "kinds": {"fact": 0.2}, "mb": 7, "who": "a", "gap": null}),
+            ),
+            row(
+                json!({"n": 10, "p50": 0.1, "kinds": {"fact": 0.4}, "mb": 9, "who": "b", "gap": 1.0}),
+            ),
+            row(json!({"n": 10, "p50": 0.3, "kinds": {"fact": 0.9}, "mb": 8, "who": "c"})),
+        ];
+        let m = median_rows(&runs);
+        assert_eq!(m["n"], json!(10));
+        assert_eq!(m["p50"], json!(0.3));
+        assert_eq!(m["kinds"]["fact"], json!(0.4));
+        // Integers stay integers.
+        assert_eq!(m["mb"], json!(8));
+        // Not numbers in every run: the first run's value.
+        assert_eq!(m["who"], json!("a"));
+        assert_eq!(m["gap"], Value::Null);
+        // An even count takes the mean of the middle two.
+        let m = median_rows(&runs[..2]);
+        assert_eq!(m["p50"], json!(0.3));
+        assert_eq!(m["mb"], json!(8));
+        assert!(median_rows(&[]).is_empty());
+    }
+
+    #[test]
+    fn scale_with_runs_measures_each_pass_on_the_store_as_built() -> anyhow::Result<()> {
+        let dir = std::env::temp_dir().join(format!("soulmem-bench-test-{}", std::process::id()));
+        let json_out = dir.join("out.json");
+        std::fs::create_dir_all(&dir)?;
+        let a = ScaleArgs {
+            sizes: vec![300],
+            compare: false,
+            json: Some(json_out.clone()),
+            dir: Some(dir.clone()),
+            keep: false,
+            queries: 8,
+            observes: 3,
+            batch: 20,
+            batches: 1,
+            seed: 42,
+            cache_mb: None,
+            runs: 2,
+        };
+        scale(a, None)?;
+        let out: Value = serde_json::from_str(&std::fs::read_to_string(&json_out)?)?;
+        let r = &out["sizes"][0];
+        assert_eq!(r["runs"], json!(2));
+        let each = r["each_run"].as_array().cloned().unwrap_or_default();
+        assert_eq!(each.len(), 2);
+        // Every pass starts from the store as built, which is kept unchanged.
+        for run in &each {
+            assert_eq!(run["memories"], r["memories"]);
+            assert!(run["recall_p50_ms"].as_f64().is_some_and(|x| x > 0.0));
+        }
+        let kept = Memory::open(dir.join("soulmem-300.redb"))?;
+        assert_eq!(json!(kept.count()?), r["memories"]);
+        drop(kept);
+        // The merged figure lies between the passes'.
+        let p: Vec<f64> = each.iter().filter_map(|x| x["ingest_per_s"].as_f64()).collect();
+        let m = r["ingest_per_s"].as_f64().unwrap_or(f64::NAN);
+        assert!(p.len() == 2 && m >= p[0].min(p[1]) && m <= p[0].max(p[1]), "{m} {p:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
     }
 }
