@@ -12,6 +12,7 @@ mod docinfo;
 pub mod faulty;
 pub mod graph;
 pub mod keys;
+pub mod logged;
 pub mod postings;
 pub mod prewarm;
 mod query;
@@ -170,6 +171,59 @@ fn database_error(path: &Path, e: redb::DatabaseError) -> Error {
     }
 }
 
+/// The write-ahead log beside the store file at `path` (`<file>-log`).
+#[must_use]
+pub fn log_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-log");
+    std::path::PathBuf::from(name)
+}
+
+/// The store file at `path` and its log as a [`logged::LoggedFile`], recovering
+/// what a crash left in the log.
+fn logged_file(path: &Path) -> Result<logged::LoggedFile<redb::backends::FileBackend>> {
+    let open = |p: &Path| -> Result<redb::backends::FileBackend> {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(p)
+            .map_err(|e| open_error(path, e.to_string()))?;
+        redb::backends::FileBackend::new(f).map_err(|e| database_error(path, e))
+    };
+    let file = open(path)?;
+    let sizes = logged::Sizes::for_store(
+        redb::StorageBackend::len(&file).map_err(|e| open_error(path, e.to_string()))?,
+    );
+    logged::LoggedFile::new(file, open(&log_path(path))?, sizes).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            open_error(path, e.to_string())
+        } else {
+            open_error(path, format!("write-ahead log: {e}"))
+        }
+    })
+}
+
+/// Opens the existing store file at `path` with `builder`: through its
+/// write-ahead log when `wal`; otherwise a log left there is first copied into the
+/// file and removed.
+fn open_file(path: &Path, builder: redb::Builder, wal: bool) -> Result<Database> {
+    let log = log_path(path);
+    if wal {
+        let backend = logged_file(path)?;
+        return builder.create_with_backend(backend).map_err(|e| database_error(path, e));
+    }
+    if log.exists() {
+        let backend = logged_file(path)?;
+        redb::StorageBackend::close(&backend)
+            .map_err(|e| open_error(path, format!("write-ahead log: {e}")))?;
+        drop(backend);
+        std::fs::remove_file(&log).map_err(|e| open_error(path, e.to_string()))?;
+    }
+    builder.create(path).map_err(|e| database_error(path, e))
+}
+
 impl Store {
     /// Opens (or creates) the store at `path`. A new store takes `profile`; an
     /// existing one keeps the profile it was created with.
@@ -198,9 +252,7 @@ impl Store {
         if !path.exists() {
             Self::create_atomically(path, profile)?;
         }
-        let db = Self::builder(cache_bytes, check_integrity)
-            .create(path)
-            .map_err(|e| database_error(path, e))?;
+        let db = open_file(path, Self::builder(cache_bytes, check_integrity), true)?;
         Self::init(db, profile).map_err(|e| match e {
             Error::Storage(s) => open_error(path, s),
             other => other,
