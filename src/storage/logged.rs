@@ -65,9 +65,11 @@ pub struct Sizes {
     /// append overwrites allocated blocks and its sync changes no file-system
     /// metadata.
     pub grow: u64,
-    /// Pages of one commit above which it is written to the file in place.
+    /// Pages of one commit, counted at its sync, above which it is written to the
+    /// file in place.
     pub direct: usize,
-    /// Unsynced pages kept in memory before they go to the log.
+    /// Pages of one commit kept in memory until its sync: past this many, the
+    /// commit goes to the file in place at once.
     pub spill: usize,
 }
 
@@ -106,7 +108,7 @@ struct State {
     allocated: u64,
     /// The log's epoch.
     epoch: u64,
-    /// Page records of the open group (spilled, no commit record yet).
+    /// Page records appended for the commit under way (no commit record yet).
     group_pages: u64,
     /// Checksum chained over the open group's records.
     group_sum: u32,
