@@ -5,7 +5,9 @@
 //! with a healthy backend must give a consistent store that holds every commit
 //! acknowledged before the failure (or, for bytes damaged outside redb, an error).
 
-use std::collections::{BTreeMap, BTreeSet};
+mod reliability_common;
+
+use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -46,22 +48,7 @@ fn verify(bytes: Vec<u8>, profile: Profile, acked: &BTreeSet<u64>, label: &str) 
     let disk = SharedDisk::from_bytes(bytes);
     let (mem, _) = no_panic("reopen", || open(&disk, profile))
         .unwrap_or_else(|e| panic!("{label}: reopen: {e}"));
-    let mut per: BTreeMap<u64, u64> = BTreeMap::new();
-    for e in mem.layer("semantic").expect("layer").entries(Some("faults")).expect("entries") {
-        let b: u64 = e
-            .content
-            .strip_prefix("faultbatch ")
-            .and_then(|s| s.split(' ').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("{label}: stray {:?}", e.content));
-        *per.entry(b).or_default() += 1;
-    }
-    for (b, n) in &per {
-        assert_eq!(*n, K, "{label}: partial batch {b}");
-    }
-    for b in acked {
-        assert!(per.contains_key(b), "{label}: acknowledged batch {b} lost");
-    }
+    reliability_common::assert_batches(&mem, "faults", "faultbatch ", K, acked, label);
     let report = mem.check(|_| {}).expect("check");
     assert!(report.is_ok(), "{label}: {:?}", report.problems);
     // Still writable.

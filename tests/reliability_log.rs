@@ -3,7 +3,9 @@
 //! log, reopening the bytes left must give a consistent store holding every commit
 //! acknowledged before the failure.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod reliability_common;
+
+use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use soulmem::storage::faulty::{FaultControl, Faults, FaultyBackend, Rng, SharedDisk};
@@ -51,22 +53,7 @@ fn verify(file: Vec<u8>, log: Vec<u8>, acked: &BTreeSet<u64>, label: &str) {
     let (mem, _, _) = catch_unwind(AssertUnwindSafe(|| open(&file, &log)))
         .unwrap_or_else(|_| panic!("{label}: reopen panicked"))
         .unwrap_or_else(|e| panic!("{label}: reopen: {e}"));
-    let mut per: BTreeMap<u64, u64> = BTreeMap::new();
-    for e in mem.layer("semantic").expect("layer").entries(Some("logged")).expect("entries") {
-        let b: u64 = e
-            .content
-            .strip_prefix("logbatch ")
-            .and_then(|s| s.split(' ').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("{label}: stray {:?}", e.content));
-        *per.entry(b).or_default() += 1;
-    }
-    for (b, n) in &per {
-        assert_eq!(*n, K, "{label}: partial batch {b}");
-    }
-    for b in acked {
-        assert!(per.contains_key(b), "{label}: acknowledged batch {b} lost");
-    }
+    reliability_common::assert_batches(&mem, "logged", "logbatch ", K, acked, label);
     let report = mem.check(|_| {}).expect("check");
     assert!(report.is_ok(), "{label}: {:?}", report.problems);
     mem.add_batch(batch(1_000_000)).unwrap_or_else(|e| panic!("{label}: write after reopen: {e}"));
