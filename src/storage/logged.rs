@@ -108,10 +108,6 @@ struct State {
     allocated: u64,
     /// The log's epoch.
     epoch: u64,
-    /// Page records appended for the commit under way (no commit record yet).
-    group_pages: u64,
-    /// Checksum chained over the open group's records.
-    group_sum: u32,
     /// The commit under way outgrew [`Sizes::spill`]: it goes to the file in
     /// place, as redb writes without a log (the log was copied into the file
     /// first).
@@ -181,8 +177,6 @@ impl<D: StorageBackend> LoggedFile<D> {
             end: HEADER,
             allocated: 0,
             epoch: 0,
-            group_pages: 0,
-            group_sum: 0,
             in_place: false,
         };
         let me = Self { file, log, sizes, st: RwLock::new(st) };
@@ -240,8 +234,6 @@ impl<D: StorageBackend> LoggedFile<D> {
                 break;
             }
         }
-        st.group_pages = 0;
-        st.group_sum = epoch_seed(st.epoch);
         st.committed_len = st.len;
         Ok(())
     }
@@ -298,8 +290,6 @@ impl<D: StorageBackend> LoggedFile<D> {
         self.log.write(0, &st.epoch.to_le_bytes())?;
         self.log.sync_data()?;
         st.end = HEADER;
-        st.group_pages = 0;
-        st.group_sum = epoch_seed(st.epoch);
         Ok(())
     }
 
@@ -345,13 +335,13 @@ impl<D: StorageBackend> LoggedFile<D> {
         Ok(())
     }
 
-    /// Appends the pending pages to the log as records of the open group.
-    fn append_pending(&self, st: &mut State) -> io::Result<()> {
-        if st.pending.is_empty() {
-            return Ok(());
-        }
-        let mut buf = Vec::with_capacity(st.pending.len() * PAGE_REC as usize);
-        let mut sum = st.group_sum;
+    /// Appends the pending pages and their commit record to the log as one write
+    /// and syncs it.
+    fn append_group(&self, st: &mut State) -> io::Result<()> {
+        let count = st.pending.len() as u64;
+        let mut buf =
+            Vec::with_capacity(st.pending.len() * PAGE_REC as usize + COMMIT_REC as usize);
+        let mut sum = epoch_seed(st.epoch);
         let mut at = Vec::with_capacity(st.pending.len());
         for (&page, img) in &st.pending {
             let start = buf.len();
@@ -361,11 +351,14 @@ impl<D: StorageBackend> LoggedFile<D> {
             sum = chain(sum, &buf[start..]);
             at.push((page, st.end + start as u64 + 9));
         }
-        self.allocate(st, st.end + buf.len() as u64 + COMMIT_REC)?;
+        buf.push(TAG_COMMIT);
+        buf.extend_from_slice(&st.len.to_le_bytes());
+        buf.extend_from_slice(&count.to_le_bytes());
+        buf.extend_from_slice(&u64::from(sum).to_le_bytes());
+        self.allocate(st, st.end + buf.len() as u64)?;
         self.log.write(st.end, &buf)?;
+        self.log.sync_data()?;
         st.end += buf.len() as u64;
-        st.group_sum = sum;
-        st.group_pages += at.len() as u64;
         for (page, offset) in at {
             st.logged.insert(page, offset);
         }
@@ -402,7 +395,7 @@ impl<D: StorageBackend> LoggedFile<D> {
             st.in_place = false;
             return Ok(());
         }
-        let pages = st.pending.len() + usize::try_from(st.group_pages).unwrap_or(usize::MAX);
+        let pages = st.pending.len();
         if pages > self.sizes.direct || st.shrunk_to.is_some() {
             // In place, after the log, as redb alone would write it.
             return self.checkpoint(st, true);
@@ -410,18 +403,7 @@ impl<D: StorageBackend> LoggedFile<D> {
         if pages == 0 && st.len == st.committed_len {
             return Ok(());
         }
-        self.append_pending(st)?;
-        let mut c = Vec::with_capacity(COMMIT_REC as usize);
-        c.push(TAG_COMMIT);
-        c.extend_from_slice(&st.len.to_le_bytes());
-        c.extend_from_slice(&st.group_pages.to_le_bytes());
-        c.extend_from_slice(&u64::from(st.group_sum).to_le_bytes());
-        self.allocate(st, st.end + COMMIT_REC)?;
-        self.log.write(st.end, &c)?;
-        self.log.sync_data()?;
-        st.end += COMMIT_REC;
-        st.group_pages = 0;
-        st.group_sum = epoch_seed(st.epoch);
+        self.append_group(st)?;
         st.committed_len = st.len;
         if st.end >= self.sizes.checkpoint {
             self.checkpoint(st, false)?;
