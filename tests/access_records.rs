@@ -269,12 +269,17 @@ fn reads_never_lose_accesses_while_they_are_written_in_the_background() {
             // access an earlier read saw, whether written by then or not.
             let mut seen: HashMap<String, u32> = HashMap::new();
             let mut checks = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // At least one round, however late this thread is scheduled.
+            loop {
+                let last = stop.load(std::sync::atomic::Ordering::Relaxed);
                 for id in &ids {
                     let n = mem.get(id).expect("get").expect("stored").access_count;
                     let before = seen.insert(id.clone(), n).unwrap_or(0);
                     assert!(n >= before, "{id}: {before} accesses seen, then {n}");
                     checks += 1;
+                }
+                if last {
+                    break;
                 }
             }
             checks

@@ -875,6 +875,13 @@ mod tests {
         let cache = Arc::new(BlockCache::eager(1 << 20));
         let off = Arc::new(BlockCache::new(0));
         let generations = std::sync::Mutex::new(std::collections::HashSet::new());
+        let generation_of = |r: &Reader| {
+            postings::term_info(&r.postings, "alpha").expect("row").map(|i| i.generation)
+        };
+        // The generation before any write, so the set holds it however the
+        // threads are scheduled.
+        generations.lock().expect("lock").insert(generation_of(&mem.read().expect("test store")));
+        let writing = std::sync::atomic::AtomicBool::new(true);
         std::thread::scope(|s| {
             s.spawn(|| {
                 for round in 0..30 {
@@ -886,13 +893,17 @@ mod tests {
                         .collect();
                     mem.add_batch(batch).expect("test store");
                 }
+                writing.store(false, std::sync::atomic::Ordering::Release);
             });
             for _ in 0..2 {
                 s.spawn(|| {
-                    for _ in 0..60 {
+                    // Read while the writer goes on, and once more after it is
+                    // done, so the last generation is searched too.
+                    let mut last = false;
+                    while !last {
+                        last = !writing.load(std::sync::atomic::Ordering::Acquire);
                         let mut r = mem.read().expect("test store");
-                        let info = postings::term_info(&r.postings, "alpha").expect("row");
-                        generations.lock().expect("lock").insert(info.map(|i| i.generation));
+                        generations.lock().expect("lock").insert(generation_of(&r));
                         r.blocks = Arc::clone(&cache);
                         let cached = search_alpha(&r);
                         r.blocks = Arc::clone(&off);
