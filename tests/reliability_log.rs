@@ -17,14 +17,20 @@ const K: u64 = 4;
 /// Small thresholds: checkpoints, in-place commits and spills all happen.
 const SIZES: Sizes = Sizes { checkpoint: 256 << 10, grow: 64 << 10, direct: 64, spill: 48 };
 
-fn open(
-    file: &SharedDisk,
-    log: &SharedDisk,
-) -> soulmem::Result<(Memory, FaultControl, FaultControl)> {
+/// The two logs' disks.
+type Logs = [SharedDisk; 2];
+
+fn disks() -> (SharedDisk, Logs) {
+    (SharedDisk::new(), [SharedDisk::new(), SharedDisk::new()])
+}
+
+fn open(file: &SharedDisk, logs: &Logs) -> soulmem::Result<(Memory, FaultControl, FaultControl)> {
     let (f, fc) = FaultyBackend::new(file.clone());
-    let (l, lc) = FaultyBackend::new(log.clone());
+    let (a, lc) = FaultyBackend::new(logs[0].clone());
+    // One control for both logs: they are files on one disk.
+    let b = FaultyBackend::with_control(logs[1].clone(), lc.clone());
     let backend =
-        LoggedFile::new(f, l, SIZES).map_err(|e| soulmem::Error::Storage(e.to_string()))?;
+        LoggedFile::new(f, [a, b], SIZES).map_err(|e| soulmem::Error::Storage(e.to_string()))?;
     Ok((Memory::builder().open_with_backend(backend)?, fc, lc))
 }
 
@@ -46,10 +52,12 @@ fn batch(b: u64) -> Vec<MemoryEntry> {
         .collect()
 }
 
-/// Reopens the two images and checks: opens, indexes consistent, every
-/// acknowledged batch whole, no partial batch, still writable.
-fn verify(file: Vec<u8>, log: Vec<u8>, acked: &BTreeSet<u64>, label: &str) {
-    let (file, log) = (SharedDisk::from_bytes(file), SharedDisk::from_bytes(log));
+/// Reopens the images (the file, then the logs) and checks: opens, indexes
+/// consistent, every acknowledged batch whole, no partial batch, still writable.
+fn verify(images: Vec<Vec<u8>>, acked: &BTreeSet<u64>, label: &str) {
+    let mut disks = images.into_iter().map(SharedDisk::from_bytes);
+    let mut next = || disks.next().unwrap_or_default();
+    let (file, log) = (next(), [next(), next()]);
     let (mem, _, _) = catch_unwind(AssertUnwindSafe(|| open(&file, &log)))
         .unwrap_or_else(|_| panic!("{label}: reopen panicked"))
         .unwrap_or_else(|e| panic!("{label}: reopen: {e}"));
@@ -86,7 +94,7 @@ fn write_until_failure(mem: &Memory, first: u64) -> BTreeSet<u64> {
 fn a_disk_dying_under_the_log_loses_no_acknowledged_commit() {
     for trial in 0..24u64 {
         let mut rng = Rng::new(trial + 40);
-        let (file, log) = (SharedDisk::new(), SharedDisk::new());
+        let (file, log) = disks();
         let (mem, fc, lc) = open(&file, &log).expect("open");
         let mut acked = BTreeSet::new();
         for b in 0..3 {
@@ -99,26 +107,21 @@ fn a_disk_dying_under_the_log_loses_no_acknowledged_commit() {
         lc.arm(Faults { fail_after_writes: Some(k + rng.below(20)), ..Faults::default() });
         acked.extend(write_until_failure(&mem, 3));
         drop(mem);
+        let all = [&file, &log[0], &log[1]];
         let label = format!("trial {trial}");
-        verify(file.bytes(), log.bytes(), &acked, &format!("{label} process image"));
+        verify(all.map(SharedDisk::bytes).to_vec(), &acked, &format!("{label} process image"));
         verify(
-            file.durable_bytes(),
-            log.durable_bytes(),
+            all.map(SharedDisk::durable_bytes).to_vec(),
             &acked,
             &format!("{label} durable image"),
         );
-        verify(
-            file.crash_image(trial),
-            log.crash_image(trial + 1),
-            &acked,
-            &format!("{label} crash image"),
-        );
+        verify(SharedDisk::crash_images(&all, trial), &acked, &format!("{label} crash image"));
     }
 }
 
 #[test]
 fn power_lost_between_commits_keeps_every_acknowledged_one() {
-    let (file, log) = (SharedDisk::new(), SharedDisk::new());
+    let (file, log) = disks();
     let (mem, _, _) = open(&file, &log).expect("open");
     let opts = ObserveOptions { user_id: Some("u2".into()), domain: "default".into() };
     let mut acked = BTreeSet::new();
@@ -127,15 +130,11 @@ fn power_lost_between_commits_keeps_every_acknowledged_one() {
         acked.insert(b);
         mem.observe_pair(&format!("My favorite city is Town{b}"), "Nice", &opts).expect("observe");
         if b % 6 == 0 {
-            verify(
-                file.crash_image(b),
-                log.crash_image(b + 1),
-                &acked,
-                &format!("between commits {b}"),
-            );
+            let images = SharedDisk::crash_images(&[&file, &log[0], &log[1]], b);
+            verify(images, &acked, &format!("between commits {b}"));
         }
     }
     drop(mem);
     // A clean close leaves everything in the file: the log may go.
-    verify(file.durable_bytes(), Vec::new(), &acked, "after close, file alone");
+    verify(vec![file.durable_bytes()], &acked, "after close, file alone");
 }

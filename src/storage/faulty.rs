@@ -44,6 +44,19 @@ pub struct SharedDisk {
     state: Arc<Mutex<DiskState>>,
 }
 
+impl DiskState {
+    fn crash_image(&self, seed: u64) -> Vec<u8> {
+        let mut rng = Rng::new(seed);
+        let mut out = self.durable.clone();
+        for op in &self.pending {
+            if matches!(op, Pending::SetLen(_)) || rng.below(2) == 0 {
+                apply(&mut out, op);
+            }
+        }
+        out
+    }
+}
+
 fn apply(buf: &mut Vec<u8>, op: &Pending) {
     match op {
         Pending::SetLen(len) => buf.resize(usize::try_from(*len).unwrap_or(usize::MAX), 0),
@@ -117,15 +130,16 @@ impl SharedDisk {
     /// since the last sync: a power loss after the drive flushed some of them.
     #[must_use]
     pub fn crash_image(&self, seed: u64) -> Vec<u8> {
-        let st = self.state.lock();
-        let mut rng = Rng::new(seed);
-        let mut out = st.durable.clone();
-        for op in &st.pending {
-            if matches!(op, Pending::SetLen(_)) || rng.below(2) == 0 {
-                apply(&mut out, op);
-            }
-        }
-        out
+        self.state.lock().crash_image(seed)
+    }
+
+    /// [`SharedDisk::crash_image`] of each of `disks`, all of one instant (seeds
+    /// `seed`, `seed + 1`, ...): a power loss that hits them together, even while
+    /// other threads (a background checkpoint) are writing to them.
+    #[must_use]
+    pub fn crash_images(disks: &[&SharedDisk], seed: u64) -> Vec<Vec<u8>> {
+        let held: Vec<_> = disks.iter().map(|d| d.state.lock()).collect();
+        held.iter().zip(seed..).map(|(st, seed)| st.crash_image(seed)).collect()
     }
 
     /// Number of writes not yet synced.
@@ -235,6 +249,13 @@ impl FaultyBackend {
     pub fn new(disk: SharedDisk) -> (Self, FaultControl) {
         let control = FaultControl::default();
         (Self { disk, control: control.clone() }, control)
+    }
+
+    /// A backend on `disk` whose faults `control` arms (shared with another
+    /// backend: two files on one failing disk).
+    #[must_use]
+    pub fn with_control(disk: SharedDisk, control: FaultControl) -> Self {
+        Self { disk, control }
     }
 
     fn error(kind: io::ErrorKind, what: &str) -> io::Error {

@@ -7,27 +7,33 @@
 //! by the number of scattered extents: 38 scattered 4 KiB pages cost 1.28 ms, 38
 //! contiguous ones 0.21 ms (`docs/PERFORMANCE.md`).
 //!
-//! [`LoggedFile`] is a [`redb::StorageBackend`] over two others: the database file
-//! and its log (`<file>-log`), which every store file opens with.
-//! - **Small commits go to the log.** Writes are kept per 4 KiB page in memory. A
-//!   sync appends the pages written since the last one to the log as one write,
-//!   then a commit record (the logical length, the page count and a CRC-32 chained
-//!   over the group from the log's epoch), and syncs the log. Reads see the newest
-//!   image of each page: pending, then logged, then the file.
-//! - **Checkpoints.** Once the log holds [`Sizes::checkpoint`] bytes, the newest
-//!   image of every logged page is copied into the file, the file synced, and the
-//!   log started over under a new epoch. Its bytes are written once as zeros and
-//!   then overwritten, so an append changes no file-system metadata; records of
-//!   earlier epochs never validate.
+//! [`LoggedFile`] is a [`redb::StorageBackend`] over three others: the database
+//! file and its two logs (`<file>-log` and `<file>-log2`), used in turn.
+//! - **Small commits go to the active log.** Writes are kept per 4 KiB page in
+//!   memory. A sync appends the pages written since the last one to the log as one
+//!   write, then a commit record (the logical length, the page count and a CRC-32
+//!   chained over the group from the log's epoch), and syncs the log. Reads see the
+//!   newest image of each page: pending, then the active log, then the log being
+//!   checkpointed, then the file.
+//! - **Checkpoints run beside the commits.** Once the active log holds
+//!   [`Sizes::checkpoint`] bytes, the other log becomes the active one under a new
+//!   epoch, and a background thread copies the newest image of every page of the
+//!   full one into the file, syncs the file and retires the full log (its header
+//!   says so). Commits go on meanwhile; one that fills the new log before the copy
+//!   is done waits for it, so the logs stay bounded. Log bytes are written once as
+//!   zeros and then overwritten, so an append changes no file-system metadata;
+//!   records of earlier epochs never validate, and epochs only grow.
 //! - **Large commits go to the file in place**, as redb writes without a log: a
 //!   commit whose pages outgrow [`Sizes::spill`] (or [`Sizes::direct`] at its sync)
-//!   first has the log copied into the file, then writes through. A batch would
-//!   gain nothing from the log and be written twice.
+//!   first waits for a checkpoint under way and has the active log copied into the
+//!   file, then writes through. A batch would gain nothing from the log and be
+//!   written twice.
 //! - **Shrinking** is applied to the file at the next commit, which goes in place;
 //!   until then the bytes past the new end read as zeros.
-//! - **Recovery** ([`LoggedFile::new`]) copies every complete commit group of the
-//!   current epoch into the file; a torn group is dropped. The log is locked for as
-//!   long as the store is open, so a second opener never replays it under the first.
+//! - **Recovery** ([`LoggedFile::new`]) copies into the file every complete commit
+//!   group of each live log, the older epoch first; a torn group is dropped. The
+//!   logs are locked for as long as the store is open, so a second opener never
+//!   replays them under the first.
 //! - **Close** commits what is left and checkpoints, so a closed store's file holds
 //!   everything by itself.
 //!
@@ -35,11 +41,15 @@
 //! `tests/reliability_log.rs`: after a crash and recovery, the content is that of
 //! the last completed sync, plus, for a commit in place, possibly some of the
 //! writes made after it. That is what a plain file guarantees, and what redb's
-//! commit protocol is built for.
+//! commit protocol is built for. A background copy only ever writes into the file
+//! images that a live log still holds, and a log is retired only after the file
+//! holding its images is synced.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::ops::Bound;
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use parking_lot::RwLock;
 use redb::{BackendError, StorageBackend};
@@ -53,13 +63,16 @@ const TAG_COMMIT: u8 = 2;
 const PAGE_REC: u64 = 1 + 8 + PAGE;
 /// A commit record: tag, logical length, pages in the group, checksum of the group.
 const COMMIT_REC: u64 = 1 + 8 + 8 + 8;
-/// The log's first page holds its epoch.
+/// A log's first page holds its epoch (8 bytes) and whether it is retired (1
+/// byte: 0 live, 1 retired).
 const HEADER: u64 = PAGE;
+const RETIRED: u8 = 1;
 
 /// The log's thresholds.
 #[derive(Debug, Clone, Copy)]
 pub struct Sizes {
-    /// Log bytes after which a commit copies the log into the file.
+    /// Bytes of the active log after which the other log takes over and this one
+    /// is copied into the file in the background.
     pub checkpoint: u64,
     /// The log grows by this many bytes at a time, zeros written once, so that an
     /// append overwrites allocated blocks and its sync changes no file-system
@@ -74,17 +87,40 @@ pub struct Sizes {
 }
 
 impl Sizes {
-    /// Thresholds for a store file of `len` bytes: the log stays under a quarter
-    /// of the store (between 4 and 64 MiB).
+    /// Thresholds for a store file of `len` bytes: each log stays under an eighth
+    /// of the store (between 4 and 32 MiB).
     #[must_use]
     pub fn for_store(len: u64) -> Self {
         Self {
-            checkpoint: (len / 4).clamp(4 << 20, 64 << 20),
+            checkpoint: (len / 8).clamp(4 << 20, 32 << 20),
             grow: 4 << 20,
             direct: 512,
             spill: 512,
         }
     }
+}
+
+/// The database file and its two logs, shared with the checkpoint thread.
+#[derive(Debug)]
+struct Disks<D> {
+    file: D,
+    logs: [D; 2],
+}
+
+/// A full log being copied into the file.
+#[derive(Debug)]
+struct Frozen {
+    /// Which of the two logs.
+    log: usize,
+    epoch: u64,
+    /// Page → offset of its newest image in that log (what reads use until the
+    /// copy is done).
+    pages: HashMap<u64, u64>,
+    /// The logical length when it was frozen: the copy stops there.
+    len: u64,
+    /// The background copy; `None` once it was reaped with an error (the next
+    /// wait copies again, in the foreground).
+    job: Option<JoinHandle<io::Result<()>>>,
 }
 
 #[derive(Debug)]
@@ -100,16 +136,22 @@ struct State {
     shrunk_to: Option<u64>,
     /// Pages written since they last went to the log.
     pending: BTreeMap<u64, Box<[u8]>>,
-    /// Pages in the log of this epoch: page → offset of its newest image.
+    /// The log commits append to.
+    active: usize,
+    /// Pages in the active log: page → offset of its newest image.
     logged: HashMap<u64, u64>,
-    /// End of the log's records.
+    /// End of the active log's records.
     end: u64,
-    /// Bytes of the log allocated (written once).
-    allocated: u64,
-    /// The log's epoch.
+    /// Bytes of each log allocated (written once).
+    allocated: [u64; 2],
+    /// The active log's epoch.
     epoch: u64,
+    /// The highest epoch either log's header ever held.
+    top_epoch: u64,
+    /// The other log, while it is copied into the file.
+    frozen: Option<Frozen>,
     /// The commit under way outgrew [`Sizes::spill`]: it goes to the file in
-    /// place, as redb writes without a log (the log was copied into the file
+    /// place, as redb writes without a log (the logs were copied into the file
     /// first).
     in_place: bool,
 }
@@ -117,8 +159,7 @@ struct State {
 /// A database file with a write-ahead log (see the module docs).
 #[derive(Debug)]
 pub struct LoggedFile<D: StorageBackend> {
-    file: D,
-    log: D,
+    disks: Arc<Disks<D>>,
     sizes: Sizes,
     st: RwLock<State>,
 }
@@ -146,80 +187,154 @@ fn past_end() -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, "write-ahead log: offset past the end")
 }
 
+/// How many bytes of `page` lie below `len` (none: `None`).
+fn page_bytes(page: u64, len: u64) -> Option<usize> {
+    let n = len.checked_sub(page * PAGE).filter(|&n| n > 0)?;
+    Some(usize::try_from(n.min(PAGE)).unwrap_or(PAGE_SIZE))
+}
+
+impl<D: StorageBackend> Disks<D> {
+    /// A log's header: its epoch and whether its records count.
+    fn header(&self, log: usize) -> io::Result<(u64, bool)> {
+        let l = &self.logs[log];
+        if l.len()? < 9 {
+            return Ok((0, false));
+        }
+        let mut head = [0u8; 9];
+        l.read(0, &mut head)?;
+        Ok((u64_at(&head, 0), head[8] != RETIRED))
+    }
+
+    /// Writes a log's header and syncs the log.
+    fn set_header(&self, log: usize, epoch: u64, live: bool) -> io::Result<()> {
+        let mut head = [0u8; 9];
+        head[..8].copy_from_slice(&epoch.to_le_bytes());
+        head[8] = if live { 0 } else { RETIRED };
+        self.logs[log].write(0, &head)?;
+        self.logs[log].sync_data()
+    }
+
+    /// Copies the images at `pages` of `log` into the file, each cut at `len`,
+    /// in page order, syncs the file and retires the log.
+    fn copy_log(
+        &self,
+        log: usize,
+        epoch: u64,
+        pages: &HashMap<u64, u64>,
+        len: u64,
+    ) -> io::Result<()> {
+        let mut order: Vec<(u64, u64)> = pages.iter().map(|(&p, &at)| (p, at)).collect();
+        order.sort_unstable();
+        let mut buf = vec![0u8; PAGE_SIZE];
+        for (page, at) in order {
+            let Some(n) = page_bytes(page, len) else { continue };
+            self.logs[log].read(at, &mut buf)?;
+            self.file.write(page * PAGE, &buf[..n])?;
+        }
+        self.file.sync_data()?;
+        self.set_header(log, epoch, false)
+    }
+}
+
 impl<D: StorageBackend> LoggedFile<D> {
-    /// The database `file` with its `log`, recovering what a crash left in the log
-    /// (every complete commit group is copied into the file).
+    /// The database `file` with its two `logs`, recovering what a crash left in
+    /// them (every complete commit group of a live log is copied into the file).
     ///
     /// # Errors
-    /// I/O errors of either.
-    pub fn new(file: D, log: D, sizes: Sizes) -> io::Result<Self> {
-        // The log is held for as long as the store is open: a second opener must
-        // not replay or checkpoint it under the first (backends without locks,
-        // such as the test disks, go without).
-        match log.try_lock_range(Bound::Unbounded, Bound::Unbounded) {
-            Ok(true) | Err(BackendError::Unsupported) => {}
-            Ok(false) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    "the store is already open (in this or another process)",
-                ));
+    /// I/O errors of any of them; [`io::ErrorKind::WouldBlock`] when a log is
+    /// locked by another opener.
+    pub fn new(file: D, logs: [D; 2], sizes: Sizes) -> io::Result<Self> {
+        // The logs are held for as long as the store is open: a second opener
+        // must not replay or checkpoint them under the first (backends without
+        // locks, such as the test disks, go without).
+        for log in &logs {
+            match log.try_lock_range(Bound::Unbounded, Bound::Unbounded) {
+                Ok(true) | Err(BackendError::Unsupported) => {}
+                Ok(false) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        "the store is already open (in this or another process)",
+                    ));
+                }
+                Err(e) => return Err(io::Error::other(e.to_string())),
             }
-            Err(e) => return Err(io::Error::other(e.to_string())),
         }
         let len = file.len()?;
+        let disks = Arc::new(Disks { file, logs });
+        let heads = [disks.header(0)?, disks.header(1)?];
         let st = State {
             len,
             committed_len: len,
             file_len: len,
             shrunk_to: None,
             pending: BTreeMap::new(),
+            active: 0,
             logged: HashMap::new(),
             end: HEADER,
-            allocated: 0,
+            allocated: [disks.logs[0].len()?, disks.logs[1].len()?],
             epoch: 0,
+            top_epoch: heads[0].0.max(heads[1].0),
+            frozen: None,
             in_place: false,
         };
-        let me = Self { file, log, sizes, st: RwLock::new(st) };
+        let me = Self { disks, sizes, st: RwLock::new(st) };
         {
             let mut st = me.st.write();
-            me.replay(&mut st)?;
-            me.checkpoint(&mut st, false)?;
+            let mut live: Vec<usize> = (0..2).filter(|&i| heads[i].1).collect();
+            live.sort_by_key(|&i| heads[i].0);
+            for i in live {
+                me.replay(&mut st, i, heads[i].0)?;
+                me.checkpoint(&mut st, false)?;
+            }
+            // Always a fresh epoch: whatever a crash left past the last complete
+            // group can never validate.
+            let active = st.active;
+            me.begin_epoch(&mut st, active)?;
         }
         Ok(me)
     }
 
-    /// Rebuilds `logged` and the logical length from the log's complete groups of
-    /// its current epoch (on top of the file as it is).
-    fn replay(&self, st: &mut State) -> io::Result<()> {
+    /// Makes `log` the active log under a new epoch, empty.
+    fn begin_epoch(&self, st: &mut State, log: usize) -> io::Result<()> {
+        self.allocate(st, log, HEADER)?;
+        st.top_epoch += 1;
+        self.disks.set_header(log, st.top_epoch, true)?;
+        st.active = log;
+        st.epoch = st.top_epoch;
+        st.end = HEADER;
+        st.logged.clear();
+        Ok(())
+    }
+
+    /// Reads the complete groups of `log` (epoch `epoch`) as the active log's
+    /// content, on top of the file as it is.
+    fn replay(&self, st: &mut State, log: usize, epoch: u64) -> io::Result<()> {
+        let l = &self.disks.logs[log];
         st.in_place = false;
         st.pending.clear();
         st.logged.clear();
-        st.file_len = self.file.len()?;
+        st.file_len = self.disks.file.len()?;
         st.len = st.file_len;
         st.shrunk_to = None;
-        let size = self.log.len()?;
-        st.allocated = size;
-        let mut head = [0u8; 8];
-        if size >= 8 {
-            self.log.read(0, &mut head)?;
-        }
-        st.epoch = u64::from_le_bytes(head);
+        st.active = log;
+        st.epoch = epoch;
         st.end = HEADER;
+        let size = l.len()?;
         let mut pos = HEADER;
         let mut group: Vec<(u64, u64)> = Vec::new();
-        let mut sum = epoch_seed(st.epoch);
+        let mut sum = epoch_seed(epoch);
         let mut rec = vec![0u8; PAGE_REC as usize];
         while pos + COMMIT_REC <= size {
             let mut tag = [0u8; 1];
-            self.log.read(pos, &mut tag)?;
+            l.read(pos, &mut tag)?;
             if tag[0] == TAG_PAGE && pos + PAGE_REC <= size {
-                self.log.read(pos, &mut rec)?;
+                l.read(pos, &mut rec)?;
                 sum = chain(sum, &rec);
                 group.push((u64_at(&rec, 1), pos + 9));
                 pos += PAGE_REC;
             } else if tag[0] == TAG_COMMIT {
                 let mut c = [0u8; COMMIT_REC as usize];
-                self.log.read(pos, &mut c)?;
+                l.read(pos, &mut c)?;
                 if u64_at(&c, 9) != group.len() as u64 || u64_at(&c, 17) != u64::from(sum) {
                     break;
                 }
@@ -227,7 +342,7 @@ impl<D: StorageBackend> LoggedFile<D> {
                     st.logged.insert(page, at);
                 }
                 st.len = u64_at(&c, 1);
-                sum = epoch_seed(st.epoch);
+                sum = epoch_seed(epoch);
                 pos += COMMIT_REC;
                 st.end = pos;
             } else {
@@ -238,24 +353,72 @@ impl<D: StorageBackend> LoggedFile<D> {
         Ok(())
     }
 
+    /// Waits for the background copy of the frozen log, if any, when `wait` or
+    /// when it is done. A copy that failed is made again here; its error is
+    /// returned if that fails too (the frozen log stays live and readable).
+    fn reap(&self, st: &mut State, wait: bool) -> io::Result<()> {
+        let Some(frozen) = st.frozen.as_mut() else { return Ok(()) };
+        if let Some(job) = frozen.job.take() {
+            if !wait && !job.is_finished() {
+                frozen.job = Some(job);
+                return Ok(());
+            }
+            if matches!(job.join(), Ok(Ok(()))) {
+                st.frozen = None;
+                return Ok(());
+            }
+        } else if !wait {
+            return Ok(());
+        }
+        self.disks.copy_log(frozen.log, frozen.epoch, &frozen.pages, frozen.len)?;
+        st.frozen = None;
+        Ok(())
+    }
+
+    /// Hands the full active log to a background copy and makes the other one
+    /// active; first waits for the copy before, so at most one log is full.
+    fn switch(&self, st: &mut State) -> io::Result<()> {
+        self.reap(st, true)?;
+        let (full, epoch, len) = (st.active, st.epoch, st.len);
+        let pages = std::mem::take(&mut st.logged);
+        if let Err(e) = self.begin_epoch(st, 1 - full) {
+            st.logged = pages;
+            return Err(e);
+        }
+        let disks = Arc::clone(&self.disks);
+        let copy = pages.clone();
+        let job = std::thread::Builder::new()
+            .name("soulmem-checkpoint".into())
+            .spawn(move || disks.copy_log(full, epoch, &copy, len))
+            .ok();
+        let started = job.is_some();
+        st.frozen = Some(Frozen { log: full, epoch, pages, len, job });
+        if !started {
+            // No thread: the copy is made here.
+            self.reap(st, true)?;
+        }
+        Ok(())
+    }
+
     /// Copies into the file the newest image of every logged page (and, with
-    /// `direct`, every pending one), syncs it, and starts the log over under a new
-    /// epoch.
+    /// `direct`, every pending one), after the background copy under way, syncs
+    /// it, and starts the active log over under a new epoch.
     fn checkpoint(&self, st: &mut State, direct: bool) -> io::Result<()> {
+        self.reap(st, true)?;
         let work = st.end > HEADER || !st.logged.is_empty() || (direct && !st.pending.is_empty());
         if let Some(low) = st.shrunk_to.take()
             && low < st.file_len
         {
-            self.file.set_len(low)?;
+            self.disks.file.set_len(low)?;
             st.file_len = low;
         }
         if st.file_len != st.len {
-            self.file.set_len(st.len)?;
+            self.disks.file.set_len(st.len)?;
             st.file_len = st.len;
         }
         if !work {
             if st.committed_len != st.len {
-                self.file.sync_data()?;
+                self.disks.file.sync_data()?;
                 st.committed_len = st.len;
             }
             return Ok(());
@@ -268,29 +431,22 @@ impl<D: StorageBackend> LoggedFile<D> {
             .collect();
         pages.sort_unstable();
         let mut buf = vec![0u8; PAGE_SIZE];
+        let log = &self.disks.logs[st.active];
         for (page, at) in pages {
-            let Some(n) = st.len.checked_sub(page * PAGE).filter(|&n| n > 0) else { continue };
-            self.log.read(at, &mut buf)?;
-            let n = usize::try_from(n.min(PAGE)).unwrap_or(PAGE_SIZE);
-            self.file.write(page * PAGE, &buf[..n])?;
+            let Some(n) = page_bytes(page, st.len) else { continue };
+            log.read(at, &mut buf)?;
+            self.disks.file.write(page * PAGE, &buf[..n])?;
         }
         if direct {
             for (&page, img) in &st.pending {
-                let Some(n) = st.len.checked_sub(page * PAGE).filter(|&n| n > 0) else { continue };
-                let n = usize::try_from(n.min(PAGE)).unwrap_or(PAGE_SIZE);
-                self.file.write(page * PAGE, &img[..n])?;
+                let Some(n) = page_bytes(page, st.len) else { continue };
+                self.disks.file.write(page * PAGE, &img[..n])?;
             }
             st.pending.clear();
         }
-        self.file.sync_data()?;
+        self.disks.file.sync_data()?;
         st.committed_len = st.len;
-        st.logged.clear();
-        st.epoch += 1;
-        self.allocate(st, HEADER)?;
-        self.log.write(0, &st.epoch.to_le_bytes())?;
-        self.log.sync_data()?;
-        st.end = HEADER;
-        Ok(())
+        self.begin_epoch(st, st.active)
     }
 
     /// The file's bytes at `offset` as the logical content has them: zeros past
@@ -299,44 +455,58 @@ impl<D: StorageBackend> LoggedFile<D> {
         let valid = st.shrunk_to.map_or(st.file_len, |s| s.min(st.file_len));
         let have = usize::try_from(valid.saturating_sub(offset).min(out.len() as u64)).unwrap_or(0);
         if have > 0 {
-            self.file.read(offset, &mut out[..have])?;
+            self.disks.file.read(offset, &mut out[..have])?;
         }
         out[have..].fill(0);
         Ok(())
     }
 
-    /// The current image of `page`.
-    fn image(&self, st: &State, page: u64, out: &mut [u8]) -> io::Result<()> {
+    /// Where the newest image of `page` is, when not in the file: pending, the
+    /// active log, the frozen log.
+    fn locate<'a>(st: &'a State, page: u64) -> Option<Image<'a>> {
         if let Some(img) = st.pending.get(&page) {
-            out.copy_from_slice(img);
-        } else if let Some(&at) = st.logged.get(&page) {
-            self.log.read(at, out)?;
-        } else {
-            self.read_file(st, page * PAGE, out)?;
+            return Some(Image::Pending(img));
         }
-        Ok(())
+        if let Some(&at) = st.logged.get(&page) {
+            return Some(Image::Log(st.active, at));
+        }
+        let f = st.frozen.as_ref()?;
+        f.pages.get(&page).map(|&at| Image::Log(f.log, at))
     }
 
-    /// Makes sure the log's bytes up to `upto` are allocated.
-    fn allocate(&self, st: &mut State, upto: u64) -> io::Result<()> {
-        if upto <= st.allocated {
+    /// Reads `out.len()` bytes from `within` of the current image of `page`.
+    fn read_page(&self, st: &State, page: u64, within: usize, out: &mut [u8]) -> io::Result<()> {
+        match Self::locate(st, page) {
+            Some(Image::Pending(img)) => {
+                out.copy_from_slice(&img[within..within + out.len()]);
+                Ok(())
+            }
+            Some(Image::Log(log, at)) => self.disks.logs[log].read(at + within as u64, out),
+            None => self.read_file(st, page * PAGE + within as u64, out),
+        }
+    }
+
+    /// Makes sure `log`'s bytes up to `upto` are allocated.
+    fn allocate(&self, st: &mut State, log: usize, upto: u64) -> io::Result<()> {
+        if upto <= st.allocated[log] {
             return Ok(());
         }
         let target = upto.div_ceil(self.sizes.grow).max(1) * self.sizes.grow;
-        self.log.set_len(target)?;
+        let l = &self.disks.logs[log];
+        l.set_len(target)?;
         let zeros = vec![0u8; 1 << 20];
-        let mut at = st.allocated;
+        let mut at = st.allocated[log];
         while at < target {
             let n = usize::try_from((target - at).min(1 << 20)).unwrap_or(0);
-            self.log.write(at, &zeros[..n])?;
+            l.write(at, &zeros[..n])?;
             at += n as u64;
         }
-        st.allocated = target;
+        st.allocated[log] = target;
         Ok(())
     }
 
-    /// Appends the pending pages and their commit record to the log as one write
-    /// and syncs it.
+    /// Appends the pending pages and their commit record to the active log as one
+    /// write and syncs it.
     fn append_group(&self, st: &mut State) -> io::Result<()> {
         let count = st.pending.len() as u64;
         let mut buf =
@@ -355,9 +525,10 @@ impl<D: StorageBackend> LoggedFile<D> {
         buf.extend_from_slice(&st.len.to_le_bytes());
         buf.extend_from_slice(&count.to_le_bytes());
         buf.extend_from_slice(&u64::from(sum).to_le_bytes());
-        self.allocate(st, st.end + buf.len() as u64)?;
-        self.log.write(st.end, &buf)?;
-        self.log.sync_data()?;
+        self.allocate(st, st.active, st.end + buf.len() as u64)?;
+        let log = &self.disks.logs[st.active];
+        log.write(st.end, &buf)?;
+        log.sync_data()?;
         st.end += buf.len() as u64;
         for (page, offset) in at {
             st.logged.insert(page, offset);
@@ -366,20 +537,20 @@ impl<D: StorageBackend> LoggedFile<D> {
         Ok(())
     }
 
-    /// Sends the commit under way to the file in place: the log's content (and
+    /// Sends the commit under way to the file in place: the logs' content (and
     /// this commit's pages so far) into the file first.
     fn go_in_place(&self, st: &mut State) -> io::Result<()> {
-        if st.end > HEADER || !st.logged.is_empty() || st.shrunk_to.is_some() {
+        if st.end > HEADER || !st.logged.is_empty() || st.shrunk_to.is_some() || st.frozen.is_some()
+        {
             self.checkpoint(st, true)?;
         } else {
             if st.file_len != st.len {
-                self.file.set_len(st.len)?;
+                self.disks.file.set_len(st.len)?;
                 st.file_len = st.len;
             }
             for (&page, img) in &st.pending {
-                let Some(n) = st.len.checked_sub(page * PAGE).filter(|&n| n > 0) else { continue };
-                let n = usize::try_from(n.min(PAGE)).unwrap_or(PAGE_SIZE);
-                self.file.write(page * PAGE, &img[..n])?;
+                let Some(n) = page_bytes(page, st.len) else { continue };
+                self.disks.file.write(page * PAGE, &img[..n])?;
             }
             st.pending.clear();
         }
@@ -390,14 +561,16 @@ impl<D: StorageBackend> LoggedFile<D> {
     /// Commits what was written since the last commit (see the module docs).
     fn commit(&self, st: &mut State) -> io::Result<()> {
         if st.in_place {
-            self.file.sync_data()?;
+            self.disks.file.sync_data()?;
             st.committed_len = st.len;
             st.in_place = false;
             return Ok(());
         }
+        // A finished background copy frees its log (and its map) here.
+        self.reap(st, false)?;
         let pages = st.pending.len();
         if pages > self.sizes.direct || st.shrunk_to.is_some() {
-            // In place, after the log, as redb alone would write it.
+            // In place, after the logs, as redb alone would write it.
             return self.checkpoint(st, true);
         }
         if pages == 0 && st.len == st.committed_len {
@@ -406,10 +579,35 @@ impl<D: StorageBackend> LoggedFile<D> {
         self.append_group(st)?;
         st.committed_len = st.len;
         if st.end >= self.sizes.checkpoint {
-            self.checkpoint(st, false)?;
+            self.switch(st)?;
         }
         Ok(())
     }
+}
+
+impl<D: StorageBackend> Drop for LoggedFile<D> {
+    /// Waits for a background copy still running (its result is the next
+    /// opener's to recover from).
+    fn drop(&mut self) {
+        if let Some(job) = self.st.get_mut().frozen.as_mut().and_then(|f| f.job.take()) {
+            let _ = job.join();
+        }
+    }
+}
+
+#[cfg(test)]
+impl<D: StorageBackend> LoggedFile<D> {
+    /// Whether a full log is being copied into the file.
+    fn checkpointing(&self) -> bool {
+        self.st.read().frozen.is_some()
+    }
+}
+
+/// Where a page's newest image is.
+enum Image<'a> {
+    Pending(&'a [u8]),
+    /// In a log, at an offset.
+    Log(usize, u64),
 }
 
 impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
@@ -423,37 +621,33 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
         if end > st.len {
             return Err(past_end());
         }
-        if st.pending.is_empty() && st.logged.is_empty() {
+        if st.pending.is_empty() && st.logged.is_empty() && st.frozen.is_none() {
             return self.read_file(&st, offset, out);
         }
         // Page by page: each piece from the newest image of its page, read in
-        // place (no copy of whole pages).
+        // place (no copy of whole pages); runs of pages the file holds as they
+        // are, at once.
         let mut done = 0usize;
         while done < out.len() {
             let at = offset + done as u64;
             let page = at / PAGE;
             let within = usize::try_from(at % PAGE).unwrap_or(0);
             let n = (PAGE_SIZE - within).min(out.len() - done);
-            let piece = &mut out[done..done + n];
-            if let Some(img) = st.pending.get(&page) {
-                piece.copy_from_slice(&img[within..within + n]);
-            } else if let Some(&from) = st.logged.get(&page) {
-                self.log.read(from + within as u64, piece)?;
-            } else {
-                // A run of pages the file holds as they are, read at once.
-                let mut m = n;
-                while done + m < out.len() {
-                    let next = page + (m as u64 + within as u64) / PAGE;
-                    if st.pending.contains_key(&next) || st.logged.contains_key(&next) {
-                        break;
-                    }
-                    m = (m + PAGE_SIZE).min(out.len() - done);
-                }
-                self.read_file(&st, at, &mut out[done..done + m])?;
-                done += m;
+            if Self::locate(&st, page).is_some() {
+                self.read_page(&st, page, within, &mut out[done..done + n])?;
+                done += n;
                 continue;
             }
-            done += n;
+            let mut m = n;
+            while done + m < out.len() {
+                let next = page + (m as u64 + within as u64) / PAGE;
+                if Self::locate(&st, next).is_some() {
+                    break;
+                }
+                m = (m + PAGE_SIZE).min(out.len() - done);
+            }
+            self.read_file(&st, at, &mut out[done..done + m])?;
+            done += m;
         }
         Ok(())
     }
@@ -461,30 +655,33 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut st = self.st.write();
         if st.in_place {
-            self.file.set_len(len)?;
+            self.disks.file.set_len(len)?;
             st.file_len = len;
             st.len = len;
             return Ok(());
         }
         if len < st.len {
             // Bytes past the new end read as zeros from now on (a later growth
-            // must find zeros there): pending and logged images past it go, the
-            // file's bytes count as stale until the next commit, which goes in
-            // place and truncates the file first.
+            // must find zeros there): images past it go, the file's bytes count
+            // as stale until the next commit, which goes in place and truncates
+            // the file first (after any background copy).
             let first_gone = len.div_ceil(PAGE);
-            st.pending.retain(|&p, _| p < first_gone);
-            st.logged.retain(|&p, _| p < first_gone);
             if len % PAGE != 0 {
                 let page = len / PAGE;
                 let mut buf = vec![0u8; PAGE_SIZE];
-                self.image(&st, page, &mut buf)?;
-                buf[usize::try_from(len % PAGE).unwrap_or(0)..].fill(0);
+                let cut = usize::try_from(len % PAGE).unwrap_or(0);
+                self.read_page(&st, page, 0, &mut buf[..cut])?;
                 st.pending.insert(page, buf.into_boxed_slice());
+            }
+            st.pending.retain(|&p, _| p < first_gone);
+            st.logged.retain(|&p, _| p < first_gone);
+            if let Some(f) = st.frozen.as_mut() {
+                f.pages.retain(|&p, _| p < first_gone);
             }
             st.shrunk_to = Some(st.shrunk_to.map_or(len, |s| s.min(len)));
         } else if len > st.file_len && st.shrunk_to.is_none() {
             // Grown at once: zeros, whatever happens to the commit.
-            self.file.set_len(len)?;
+            self.disks.file.set_len(len)?;
             st.file_len = len;
         }
         st.len = len;
@@ -503,7 +700,7 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
             return Err(past_end());
         }
         if st.in_place {
-            return self.file.write(offset, data);
+            return self.disks.file.write(offset, data);
         }
         let mut done = 0usize;
         while done < data.len() {
@@ -513,7 +710,7 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
             let n = (PAGE_SIZE - within).min(data.len() - done);
             let mut img = vec![0u8; PAGE_SIZE];
             if n < PAGE_SIZE {
-                self.image(&st, page, &mut img)?;
+                self.read_page(&st, page, 0, &mut img)?;
             }
             img[within..within + n].copy_from_slice(&data[done..done + n]);
             st.pending.insert(page, img.into_boxed_slice());
@@ -530,15 +727,18 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
         // then the file alone holds it all.
         let done = {
             let mut st = self.st.write();
-            self.commit(&mut st).and_then(|()| self.checkpoint(&mut st, false))
+            let done = self.commit(&mut st).and_then(|()| self.checkpoint(&mut st, false));
+            // Even after an error, no copy goes on past the close.
+            done.and(self.reap(&mut st, true))
         };
-        let file = self.file.close();
-        let log = self.log.close();
-        done.and(file).and(log)
+        let file = self.disks.file.close();
+        let [a, b] = &self.disks.logs;
+        let logs = a.close().and(b.close());
+        done.and(file).and(logs)
     }
 
     fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
-        self.file.try_lock_range(start, end)
+        self.disks.file.try_lock_range(start, end)
     }
 
     fn try_lock_shared_range(
@@ -546,23 +746,23 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
         start: Bound<u64>,
         end: Bound<u64>,
     ) -> Result<bool, BackendError> {
-        self.file.try_lock_shared_range(start, end)
+        self.disks.file.try_lock_shared_range(start, end)
     }
 
     fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
-        self.file.lock_range(start, end)
+        self.disks.file.lock_range(start, end)
     }
 
     fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
-        self.file.lock_shared_range(start, end)
+        self.disks.file.lock_shared_range(start, end)
     }
 
     fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
-        self.file.unlock_range(start, end)
+        self.disks.file.unlock_range(start, end)
     }
 
     fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
-        self.file.query_lock_range(start, end)
+        self.disks.file.query_lock_range(start, end)
     }
 }
 
@@ -587,18 +787,33 @@ mod tests {
         std::env::var("SOULMEM_LOG_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20)
     });
 
-    fn open(file: &SharedDisk, log: &SharedDisk) -> (Log, FaultControl, FaultControl) {
-        open_with(file, log, SMALL)
+    /// The two logs' disks.
+    type Logs = [SharedDisk; 2];
+
+    fn new_disks() -> (SharedDisk, Logs) {
+        (SharedDisk::new(), [SharedDisk::new(), SharedDisk::new()])
+    }
+
+    /// What a power loss leaves of the file and both logs (one instant).
+    fn crash(file: &SharedDisk, logs: &Logs, seed: u64) -> (SharedDisk, Logs) {
+        let mut images = SharedDisk::crash_images(&[file, &logs[0], &logs[1]], seed).into_iter();
+        let mut next = || SharedDisk::from_bytes(images.next().unwrap_or_default());
+        (next(), [next(), next()])
+    }
+
+    fn open(file: &SharedDisk, logs: &Logs) -> (Log, FaultControl, [FaultControl; 2]) {
+        open_with(file, logs, SMALL)
     }
 
     fn open_with(
         file: &SharedDisk,
-        log: &SharedDisk,
+        logs: &Logs,
         sizes: Sizes,
-    ) -> (Log, FaultControl, FaultControl) {
+    ) -> (Log, FaultControl, [FaultControl; 2]) {
         let (f, fc) = FaultyBackend::new(file.clone());
-        let (l, lc) = FaultyBackend::new(log.clone());
-        (LoggedFile::new(f, l, sizes).expect("open the log"), fc, lc)
+        let (a, ac) = FaultyBackend::new(logs[0].clone());
+        let (b, bc) = FaultyBackend::new(logs[1].clone());
+        (LoggedFile::new(f, [a, b], sizes).expect("open the log"), fc, [ac, bc])
     }
 
     fn content(b: &Log) -> Vec<u8> {
@@ -666,8 +881,10 @@ mod tests {
 
     #[test]
     fn reads_every_write_back_like_a_file() {
+        // Steps read back while a full log was being copied in the background.
+        let mut frozen_reads = 0u64;
         for seed in 0..*SEEDS * 2 {
-            let (file, log) = (SharedDisk::new(), SharedDisk::new());
+            let (file, log) = new_disks();
             let sizes = if seed % 2 == 0 { SMALL } else { SPILLING };
             let (b, _, _) = open_with(&file, &log, sizes);
             let mut rng = Rng::new(seed);
@@ -676,18 +893,20 @@ mod tests {
             model.resize(3 * PAGE_SIZE, 0);
             for i in 0..400 {
                 step(&mut rng, &b, &mut model, &mut synced).expect("step");
+                frozen_reads += u64::from(b.checkpointing());
                 assert_eq!(content(&b), model, "seed {seed} step {i}");
             }
             // A clean close leaves everything in the file alone.
             b.close().expect("close");
             assert_eq!(file.bytes(), model, "seed {seed}: after close");
         }
+        assert!(frozen_reads > 0, "no read while a checkpoint ran");
     }
 
     #[test]
     fn power_loss_between_calls_keeps_the_last_sync() {
         for seed in 0..*SEEDS * 2 {
-            let (file, log) = (SharedDisk::new(), SharedDisk::new());
+            let (file, log) = new_disks();
             let (b, _, _) = open(&file, &log);
             let mut rng = Rng::new(1000 + seed);
             let (mut model, mut synced) = (Vec::new(), Vec::new());
@@ -700,8 +919,7 @@ mod tests {
                 step(&mut rng, &b, &mut model, &mut synced).expect("step");
             }
             // The power goes: each disk keeps what it synced and some of the rest.
-            let file = SharedDisk::from_bytes(file.crash_image(seed));
-            let log = SharedDisk::from_bytes(log.crash_image(seed + 7));
+            let (file, log) = crash(&file, &log, seed);
             let (again, _, _) = open(&file, &log);
             let got = content(&again);
             // A growth of the file may survive unsynced, as zeros (as on a real
@@ -719,7 +937,7 @@ mod tests {
             .and_then(|s| s.parse().ok())
             .map_or(0..*SEEDS * 3, |s: u64| s..s + 1)
         {
-            let (file, log) = (SharedDisk::new(), SharedDisk::new());
+            let (file, log) = new_disks();
             let (b, fc, lc) = open(&file, &log);
             let mut rng = Rng::new(5000 + seed);
             let (mut model, mut synced) = (Vec::new(), Vec::new());
@@ -735,7 +953,9 @@ mod tests {
             // commits.
             let k = rng.below(40);
             fc.arm(Faults { fail_after_writes: Some(k), ..Faults::default() });
-            lc.arm(Faults { fail_after_writes: Some(k + rng.below(3)), ..Faults::default() });
+            for c in &lc {
+                c.arm(Faults { fail_after_writes: Some(k + rng.below(3)), ..Faults::default() });
+            }
             let mut in_flight = None;
             SYNCING.set(false);
             for _ in 0..400 {
@@ -748,8 +968,7 @@ mod tests {
                     break;
                 }
             }
-            let file = SharedDisk::from_bytes(file.crash_image(seed));
-            let log = SharedDisk::from_bytes(log.crash_image(seed + 3));
+            let (file, log) = crash(&file, &log, seed);
             let (again, _, _) = open(&file, &log);
             let got = content(&again);
             // Each page holds its last synced image or, for a commit in flight,
@@ -816,7 +1035,7 @@ mod tests {
     #[test]
     fn power_loss_mid_commit_in_place_leaves_a_file_redb_can_recover() {
         for seed in 0..*SEEDS * 2 {
-            let (file, log) = (SharedDisk::new(), SharedDisk::new());
+            let (file, log) = new_disks();
             let (b, _, _) = open_with(&file, &log, SPILLING);
             let mut rng = Rng::new(9000 + seed);
             let (mut model, mut synced) = (vec![0u8; 2 * PAGE_SIZE], Vec::new());
@@ -835,8 +1054,7 @@ mod tests {
                     history.push(model.clone());
                 }
             }
-            let file = SharedDisk::from_bytes(file.crash_image(seed));
-            let log = SharedDisk::from_bytes(log.crash_image(seed + 5));
+            let (file, log) = crash(&file, &log, seed);
             let (again, _, _) = open_with(&file, &log, SPILLING);
             let got = content(&again);
             for (p, chunk) in got.chunks(PAGE_SIZE).enumerate() {

@@ -171,20 +171,39 @@ fn database_error(path: &Path, e: redb::DatabaseError) -> Error {
     }
 }
 
-/// Whether store files are opened through their write-ahead log
-/// ([`logged::LoggedFile`]). Off: it halves an isolated durable commit at 1M, but
-/// its checkpoints are synchronous, and under sustained concurrent writes one
-/// benchmark pass stalled (observes with recalls running took 463 ms instead of
-/// ~2.5 ms; `docs/PERFORMANCE.md`). A log left by a build that had it on is still
-/// replayed when a store is opened.
-const WRITE_AHEAD_LOG: bool = false;
+/// Whether store files are opened through their write-ahead logs
+/// ([`logged::LoggedFile`]): a durable commit of a few pages syncs one sequential
+/// extent instead of 35–40 scattered pages, and checkpoints run in the background
+/// (`docs/PERFORMANCE.md`). Off, a log left beside a store is still replayed when
+/// the store is opened.
+const WRITE_AHEAD_LOG: bool = true;
 
-/// The write-ahead log beside the store file at `path` (`<file>-log`).
+/// The two write-ahead logs beside the store file at `path` (`<file>-log` and
+/// `<file>-log2`).
 #[must_use]
-pub fn log_path(path: &Path) -> std::path::PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push("-log");
-    std::path::PathBuf::from(name)
+pub fn log_paths(path: &Path) -> [std::path::PathBuf; 2] {
+    ["-log", "-log2"].map(|suffix| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        std::path::PathBuf::from(name)
+    })
+}
+
+/// Removes the store file at `path` and its write-ahead logs; what is not there
+/// is no error. A store must be removed this way (or its logs with it): logs left
+/// beside a path belong to the file that was there, never to a new one.
+///
+/// # Errors
+/// An I/O error other than a missing file.
+pub fn remove_store(path: &Path) -> std::io::Result<()> {
+    let [a, b] = log_paths(path);
+    for p in [path.to_path_buf(), a, b] {
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The store file at `path` and its log as a [`logged::LoggedFile`], recovering
@@ -204,7 +223,8 @@ fn logged_file(path: &Path) -> Result<logged::LoggedFile<redb::backends::FileBac
     let sizes = logged::Sizes::for_store(
         redb::StorageBackend::len(&file).map_err(|e| open_error(path, e.to_string()))?,
     );
-    logged::LoggedFile::new(file, open(&log_path(path))?, sizes).map_err(|e| {
+    let [a, b] = log_paths(path);
+    logged::LoggedFile::new(file, [open(&a)?, open(&b)?], sizes).map_err(|e| {
         if e.kind() == std::io::ErrorKind::WouldBlock {
             open_error(path, e.to_string())
         } else {
@@ -217,17 +237,19 @@ fn logged_file(path: &Path) -> Result<logged::LoggedFile<redb::backends::FileBac
 /// write-ahead log when `wal`; otherwise a log left there is first copied into the
 /// file and removed.
 fn open_file(path: &Path, builder: redb::Builder, wal: bool) -> Result<Database> {
-    let log = log_path(path);
     if wal {
         let backend = logged_file(path)?;
         return builder.create_with_backend(backend).map_err(|e| database_error(path, e));
     }
-    if log.exists() {
+    let logs = log_paths(path);
+    if logs.iter().any(|l| l.exists()) {
         let backend = logged_file(path)?;
         redb::StorageBackend::close(&backend)
             .map_err(|e| open_error(path, format!("write-ahead log: {e}")))?;
         drop(backend);
-        std::fs::remove_file(&log).map_err(|e| open_error(path, e.to_string()))?;
+        for log in &logs {
+            std::fs::remove_file(log).map_err(|e| open_error(path, e.to_string()))?;
+        }
     }
     builder.create(path).map_err(|e| database_error(path, e))
 }
@@ -275,6 +297,15 @@ impl Store {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let tmp = path.with_file_name(format!(".{name}.creating-{}", std::process::id()));
         let _ = std::fs::remove_file(&tmp);
+        // Logs left by a store removed from this path are not the new store's.
+        for log in log_paths(path) {
+            match std::fs::remove_file(&log) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(open_error(path, format!("removing a stale log: {e}")));
+                }
+                _ => {}
+            }
+        }
         {
             let db = Database::create(&tmp).map_err(|e| database_error(path, e))?;
             Self::init(db, profile).map_err(|e| match e {
@@ -567,7 +598,8 @@ mod tests {
             let txn = db.begin_write()?;
             txn.open_table(T)?.insert(2, 42)?;
             txn.commit()?;
-            for (from, to) in [(&path, &copy), (&log_path(&path), &log_path(&copy))] {
+            let (logs, copies) = (log_paths(&path), log_paths(&copy));
+            for (from, to) in [(&path, &copy), (&logs[0], &copies[0]), (&logs[1], &copies[1])] {
                 std::fs::copy(from, to).map_err(|e| Error::Storage(e.to_string()))?;
             }
         }
@@ -576,7 +608,41 @@ mod tests {
         let t = txn.open_table(T)?;
         assert_eq!(t.get(1)?.map(|v| v.value()), Some(41));
         assert_eq!(t.get(2)?.map(|v| v.value()), Some(42));
-        assert!(!log_path(&copy).exists(), "the log is copied into the file and removed");
+        assert!(
+            log_paths(&copy).iter().all(|l| !l.exists()),
+            "the logs are copied into the file and removed"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_new_store_never_replays_logs_left_by_a_removed_one() -> Result<()> {
+        use crate::model::{MemoryEntry, MemoryType};
+        let io = |e: std::io::Error| Error::Storage(e.to_string());
+        let dir = tempfile::tempdir().map_err(io)?;
+        let path = dir.path().join("a.redb");
+        let (logs, saved) = (log_paths(&path), log_paths(&dir.path().join("saved")));
+        {
+            let mem = crate::memory::Memory::open(&path)?;
+            for i in 0..3 {
+                mem.add(MemoryEntry::new(MemoryType::Semantic, format!("old fact {i}")))?;
+            }
+            // The logs as a crash would leave them: commits not yet in the file.
+            for (from, to) in logs.iter().zip(&saved) {
+                std::fs::copy(from, to).map_err(io)?;
+            }
+        }
+        // The file alone is removed; the logs are put back beside its path.
+        std::fs::remove_file(&path).map_err(io)?;
+        for (from, to) in saved.iter().zip(&logs) {
+            std::fs::copy(from, to).map_err(io)?;
+        }
+        let mem = crate::memory::Memory::open(&path)?;
+        assert_eq!(mem.count()?, 0, "a new store starts empty");
+        let report = mem.check(|_| {})?;
+        assert!(report.is_ok(), "{:?}", report.problems);
+        mem.add(MemoryEntry::new(MemoryType::Semantic, "new fact"))?;
+        assert_eq!(mem.count()?, 1);
         Ok(())
     }
 

@@ -171,7 +171,7 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     let mut single = time_observes(&mem, &corpus, &queries, &mut next, a.single, &pb)?;
     pb.finish_and_clear();
     drop(mem);
-    let _ = std::fs::remove_file(&copy);
+    let _ = soulmem::storage::remove_store(&copy);
     println!(
         "ingest_per_s {:.0}  ingest_per_cpu_s {:.0}  observe_p50_ms {:.3}  recall_after_observe_p50_ms {:.3}",
         done as f64 / spent.as_secs_f64().max(1e-9),
@@ -200,6 +200,9 @@ fn working_copy(store: &Path, ext: &str) -> anyhow::Result<PathBuf> {
         anyhow::bail!("{} does not exist (build one with bench scale --keep)", store.display());
     }
     let copy = store.with_extension(ext);
+    // A closed store's file holds everything: it is copied alone.
+    soulmem::storage::remove_store(&copy)
+        .with_context(|| format!("removing an old {}", copy.display()))?;
     std::fs::copy(store, &copy).with_context(|| format!("copying to {}", copy.display()))?;
     std::fs::File::open(&copy)
         .and_then(|f| f.sync_all())
@@ -254,7 +257,7 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     all.append(&mut got.recalls);
     pb.finish_and_clear();
     drop(mem);
-    let _ = std::fs::remove_file(&copy);
+    let _ = soulmem::storage::remove_store(&copy);
     if a.concurrent {
         let n = got.observes.len();
         println!(
@@ -631,7 +634,7 @@ fn build(
     n: u64,
     row: &mut Map<String, Value>,
 ) -> anyhow::Result<u64> {
-    let _ = std::fs::remove_file(path);
+    let _ = soulmem::storage::remove_store(path);
     // add_batch of whole exchanges, ~10k memories per durable commit (redb reuses
     // freed pages only after a durable commit: a non-durable build would leave the
     // file much larger than its data).
@@ -784,7 +787,7 @@ fn measure_once(
     drop(mem);
     row.insert("peak_rss_mb".into(), if rss_reset { round3(peak_rss_mb()) } else { Value::Null });
     if measured != path {
-        let _ = std::fs::remove_file(&measured);
+        let _ = soulmem::storage::remove_store(&measured);
     }
     Ok(row)
 }

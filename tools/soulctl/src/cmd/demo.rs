@@ -35,7 +35,8 @@ const QUERIES: &[&str] = &["where do I live", "database errors", "tea or coffee"
 pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     let path = db.unwrap_or_else(|| PathBuf::from("soulmem-demo.redb"));
     if !args.keep && path.exists() {
-        std::fs::remove_file(&path).with_context(|| format!("removing old {}", path.display()))?;
+        soulmem::storage::remove_store(&path)
+            .with_context(|| format!("removing old {}", path.display()))?;
     }
     let mem = Memory::open(&path).with_context(|| format!("opening {}", path.display()))?;
     println!("soulmem demo: store {} (profile {})\n", path.display(), mem.profile().as_str());

@@ -100,7 +100,7 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
         Err(e) => {
             if !existed {
                 // Leave no empty store behind for a failed first restore.
-                let _ = std::fs::remove_file(&path);
+                let _ = soulmem::storage::remove_store(&path);
             }
             return Err(e);
         }
