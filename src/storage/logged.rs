@@ -51,7 +51,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockWriteGuard};
 use redb::{BackendError, StorageBackend};
 
 /// Page granularity of the log.
@@ -156,6 +156,12 @@ struct State {
     in_place: bool,
 }
 
+/// The state, held for writing by the one thread that writes (redb's writer).
+/// Syncs and waits for the background copy are made with it unlocked
+/// ([`RwLockWriteGuard::unlocked`]), so reads go on meanwhile: nothing else
+/// changes the state then.
+type Guard<'a> = RwLockWriteGuard<'a, State>;
+
 /// A database file with a write-ahead log (see the module docs).
 #[derive(Debug)]
 pub struct LoggedFile<D: StorageBackend> {
@@ -205,12 +211,17 @@ impl<D: StorageBackend> Disks<D> {
         Ok((u64_at(&head, 0), head[8] != RETIRED))
     }
 
-    /// Writes a log's header and syncs the log.
-    fn set_header(&self, log: usize, epoch: u64, live: bool) -> io::Result<()> {
+    /// Writes a log's header (not synced).
+    fn write_header(&self, log: usize, epoch: u64, live: bool) -> io::Result<()> {
         let mut head = [0u8; 9];
         head[..8].copy_from_slice(&epoch.to_le_bytes());
         head[8] = if live { 0 } else { RETIRED };
-        self.logs[log].write(0, &head)?;
+        self.logs[log].write(0, &head)
+    }
+
+    /// Writes a log's header and syncs the log.
+    fn set_header(&self, log: usize, epoch: u64, live: bool) -> io::Result<()> {
+        self.write_header(log, epoch, live)?;
         self.logs[log].sync_data()
     }
 
@@ -295,10 +306,11 @@ impl<D: StorageBackend> LoggedFile<D> {
     }
 
     /// Makes `log` the active log under a new epoch, empty.
-    fn begin_epoch(&self, st: &mut State, log: usize) -> io::Result<()> {
+    fn begin_epoch(&self, st: &mut Guard<'_>, log: usize) -> io::Result<()> {
         self.allocate(st, log, HEADER)?;
         st.top_epoch += 1;
-        self.disks.set_header(log, st.top_epoch, true)?;
+        self.disks.write_header(log, st.top_epoch, true)?;
+        Guard::unlocked(st, || self.disks.logs[log].sync_data())?;
         st.active = log;
         st.epoch = st.top_epoch;
         st.end = HEADER;
@@ -356,44 +368,49 @@ impl<D: StorageBackend> LoggedFile<D> {
     /// Waits for the background copy of the frozen log, if any, when `wait` or
     /// when it is done. A copy that failed is made again here; its error is
     /// returned if that fails too (the frozen log stays live and readable).
-    fn reap(&self, st: &mut State, wait: bool) -> io::Result<()> {
+    fn reap(&self, st: &mut Guard<'_>, wait: bool) -> io::Result<()> {
         let Some(frozen) = st.frozen.as_mut() else { return Ok(()) };
         if let Some(job) = frozen.job.take() {
             if !wait && !job.is_finished() {
                 frozen.job = Some(job);
                 return Ok(());
             }
-            if matches!(job.join(), Ok(Ok(()))) {
+            if matches!(Guard::unlocked(st, || job.join()), Ok(Ok(()))) {
                 st.frozen = None;
                 return Ok(());
             }
         } else if !wait {
             return Ok(());
         }
-        self.disks.copy_log(frozen.log, frozen.epoch, &frozen.pages, frozen.len)?;
+        let Some(f) = st.frozen.as_ref() else { return Ok(()) };
+        let (log, epoch, len, pages) = (f.log, f.epoch, f.len, f.pages.clone());
+        Guard::unlocked(st, || self.disks.copy_log(log, epoch, &pages, len))?;
         st.frozen = None;
         Ok(())
     }
 
     /// Hands the full active log to a background copy and makes the other one
     /// active; first waits for the copy before, so at most one log is full.
-    fn switch(&self, st: &mut State) -> io::Result<()> {
+    fn switch(&self, st: &mut Guard<'_>) -> io::Result<()> {
         self.reap(st, true)?;
         let (full, epoch, len) = (st.active, st.epoch, st.len);
+        // Frozen first: reads find its pages while the new epoch is synced.
         let pages = std::mem::take(&mut st.logged);
+        st.frozen = Some(Frozen { log: full, epoch, pages, len, job: None });
         if let Err(e) = self.begin_epoch(st, 1 - full) {
-            st.logged = pages;
+            if let Some(f) = st.frozen.take() {
+                st.logged = f.pages;
+            }
             return Err(e);
         }
+        let Some(frozen) = st.frozen.as_mut() else { return Ok(()) };
         let disks = Arc::clone(&self.disks);
-        let copy = pages.clone();
-        let job = std::thread::Builder::new()
+        let copy = frozen.pages.clone();
+        frozen.job = std::thread::Builder::new()
             .name("soulmem-checkpoint".into())
             .spawn(move || disks.copy_log(full, epoch, &copy, len))
             .ok();
-        let started = job.is_some();
-        st.frozen = Some(Frozen { log: full, epoch, pages, len, job });
-        if !started {
+        if frozen.job.is_none() {
             // No thread: the copy is made here.
             self.reap(st, true)?;
         }
@@ -403,7 +420,7 @@ impl<D: StorageBackend> LoggedFile<D> {
     /// Copies into the file the newest image of every logged page (and, with
     /// `direct`, every pending one), after the background copy under way, syncs
     /// it, and starts the active log over under a new epoch.
-    fn checkpoint(&self, st: &mut State, direct: bool) -> io::Result<()> {
+    fn checkpoint(&self, st: &mut Guard<'_>, direct: bool) -> io::Result<()> {
         self.reap(st, true)?;
         let work = st.end > HEADER || !st.logged.is_empty() || (direct && !st.pending.is_empty());
         if let Some(low) = st.shrunk_to.take()
@@ -418,7 +435,7 @@ impl<D: StorageBackend> LoggedFile<D> {
         }
         if !work {
             if st.committed_len != st.len {
-                self.disks.file.sync_data()?;
+                Guard::unlocked(st, || self.disks.file.sync_data())?;
                 st.committed_len = st.len;
             }
             return Ok(());
@@ -430,13 +447,18 @@ impl<D: StorageBackend> LoggedFile<D> {
             .map(|(&p, &at)| (p, at))
             .collect();
         pages.sort_unstable();
-        let mut buf = vec![0u8; PAGE_SIZE];
-        let log = &self.disks.logs[st.active];
-        for (page, at) in pages {
-            let Some(n) = page_bytes(page, st.len) else { continue };
-            log.read(at, &mut buf)?;
-            self.disks.file.write(page * PAGE, &buf[..n])?;
-        }
+        // Unlocked: reads take these pages from the log meanwhile, and nothing
+        // else writes.
+        let (log, len) = (&self.disks.logs[st.active], st.len);
+        Guard::unlocked(st, || -> io::Result<()> {
+            let mut buf = vec![0u8; PAGE_SIZE];
+            for (page, at) in pages {
+                let Some(n) = page_bytes(page, len) else { continue };
+                log.read(at, &mut buf)?;
+                self.disks.file.write(page * PAGE, &buf[..n])?;
+            }
+            Ok(())
+        })?;
         if direct {
             for (&page, img) in &st.pending {
                 let Some(n) = page_bytes(page, st.len) else { continue };
@@ -444,9 +466,10 @@ impl<D: StorageBackend> LoggedFile<D> {
             }
             st.pending.clear();
         }
-        self.disks.file.sync_data()?;
+        Guard::unlocked(st, || self.disks.file.sync_data())?;
         st.committed_len = st.len;
-        self.begin_epoch(st, st.active)
+        let active = st.active;
+        self.begin_epoch(st, active)
     }
 
     /// The file's bytes at `offset` as the logical content has them: zeros past
@@ -507,7 +530,7 @@ impl<D: StorageBackend> LoggedFile<D> {
 
     /// Appends the pending pages and their commit record to the active log as one
     /// write and syncs it.
-    fn append_group(&self, st: &mut State) -> io::Result<()> {
+    fn append_group(&self, st: &mut Guard<'_>) -> io::Result<()> {
         let count = st.pending.len() as u64;
         let mut buf =
             Vec::with_capacity(st.pending.len() * PAGE_REC as usize + COMMIT_REC as usize);
@@ -525,25 +548,33 @@ impl<D: StorageBackend> LoggedFile<D> {
         buf.extend_from_slice(&st.len.to_le_bytes());
         buf.extend_from_slice(&count.to_le_bytes());
         buf.extend_from_slice(&u64::from(sum).to_le_bytes());
-        self.allocate(st, st.active, st.end + buf.len() as u64)?;
-        let log = &self.disks.logs[st.active];
-        log.write(st.end, &buf)?;
-        log.sync_data()?;
+        let (active, end) = (st.active, st.end);
+        self.allocate(st, active, end + buf.len() as u64)?;
+        let log = &self.disks.logs[active];
+        log.write(end, &buf)?;
         st.end += buf.len() as u64;
         for (page, offset) in at {
             st.logged.insert(page, offset);
         }
         st.pending.clear();
-        Ok(())
+        // Reads find the same images in the log as in `pending`: they go on
+        // during the sync.
+        Guard::unlocked(st, || log.sync_data())
     }
 
-    /// Sends the commit under way to the file in place: the logs' content (and
-    /// this commit's pages so far) into the file first.
-    fn go_in_place(&self, st: &mut State) -> io::Result<()> {
-        if st.end > HEADER || !st.logged.is_empty() || st.shrunk_to.is_some() || st.frozen.is_some()
-        {
+    /// Sends the commit under way to the file in place: its pages so far are
+    /// written there, after any background copy (which must not write older
+    /// images over them). The logs stay as they are until the commit's sync: a
+    /// crash before it may bring back a page's logged image, the content of the
+    /// last sync, as a plain file may keep a page's old content. Nothing is synced
+    /// here, so commits that never sync (redb's `Durability::None`) cost no sync.
+    fn go_in_place(&self, st: &mut Guard<'_>) -> io::Result<()> {
+        self.reap(st, true)?;
+        if st.shrunk_to.is_some() {
+            // The file's stale tail goes first (rare: a shrink, then a large commit).
             self.checkpoint(st, true)?;
         } else {
+            let st: &mut State = st;
             if st.file_len != st.len {
                 self.disks.file.set_len(st.len)?;
                 st.file_len = st.len;
@@ -551,6 +582,7 @@ impl<D: StorageBackend> LoggedFile<D> {
             for (&page, img) in &st.pending {
                 let Some(n) = page_bytes(page, st.len) else { continue };
                 self.disks.file.write(page * PAGE, &img[..n])?;
+                st.logged.remove(&page);
             }
             st.pending.clear();
         }
@@ -558,10 +590,44 @@ impl<D: StorageBackend> LoggedFile<D> {
         Ok(())
     }
 
+    /// A write in place: a page the active log holds is written whole (its
+    /// image, then the data), and from then on read from the file.
+    fn write_in_place(&self, st: &mut State, offset: u64, data: &[u8]) -> io::Result<()> {
+        if st.logged.is_empty() {
+            return self.disks.file.write(offset, data);
+        }
+        let mut done = 0usize;
+        while done < data.len() {
+            let at = offset + done as u64;
+            let page = at / PAGE;
+            let within = usize::try_from(at % PAGE).unwrap_or(0);
+            let n = (PAGE_SIZE - within).min(data.len() - done);
+            if n < PAGE_SIZE && st.logged.contains_key(&page) {
+                let mut img = vec![0u8; PAGE_SIZE];
+                self.read_page(st, page, 0, &mut img)?;
+                img[within..within + n].copy_from_slice(&data[done..done + n]);
+                let whole = page_bytes(page, st.len).unwrap_or(0);
+                self.disks.file.write(page * PAGE, &img[..whole])?;
+            } else {
+                self.disks.file.write(at, &data[done..done + n])?;
+            }
+            st.logged.remove(&page);
+            done += n;
+        }
+        Ok(())
+    }
+
     /// Commits what was written since the last commit (see the module docs).
-    fn commit(&self, st: &mut State) -> io::Result<()> {
+    fn commit(&self, st: &mut Guard<'_>) -> io::Result<()> {
         if st.in_place {
-            self.disks.file.sync_data()?;
+            // The logged pages not overwritten go to the file too, then the log
+            // starts over: after this sync it must never be replayed over the
+            // file.
+            if st.end > HEADER || !st.logged.is_empty() {
+                self.checkpoint(st, false)?;
+            } else {
+                Guard::unlocked(st, || self.disks.file.sync_data())?;
+            }
             st.committed_len = st.len;
             st.in_place = false;
             return Ok(());
@@ -655,6 +721,20 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut st = self.st.write();
         if st.in_place {
+            if len < st.len {
+                // A logged page cut by the new end is written whole first; logged
+                // images past it go (a later growth must find zeros there).
+                let first_gone = len.div_ceil(PAGE);
+                let page = len / PAGE;
+                if len % PAGE != 0 && st.logged.contains_key(&page) {
+                    let mut buf = vec![0u8; PAGE_SIZE];
+                    let cut = usize::try_from(len % PAGE).unwrap_or(0);
+                    self.read_page(&st, page, 0, &mut buf[..cut])?;
+                    self.disks.file.write(page * PAGE, &buf[..cut])?;
+                    st.logged.remove(&page);
+                }
+                st.logged.retain(|&p, _| p < first_gone);
+            }
             self.disks.file.set_len(len)?;
             st.file_len = len;
             st.len = len;
@@ -700,7 +780,7 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
             return Err(past_end());
         }
         if st.in_place {
-            return self.disks.file.write(offset, data);
+            return self.write_in_place(&mut st, offset, data);
         }
         let mut done = 0usize;
         while done < data.len() {
@@ -779,6 +859,9 @@ mod tests {
     /// The same, with commits that outgrow 9 pages going to the file in place
     /// before their sync.
     const SPILLING: Sizes = Sizes { spill: 9, ..SMALL };
+    /// Commits of three pages or more go in place, most of them over pages the
+    /// log holds.
+    const EAGER: Sizes = Sizes { spill: 2, ..SMALL };
 
     type Log = LoggedFile<FaultyBackend>;
 
@@ -885,7 +968,7 @@ mod tests {
         let mut frozen_reads = 0u64;
         for seed in 0..*SEEDS * 2 {
             let (file, log) = new_disks();
-            let sizes = if seed % 2 == 0 { SMALL } else { SPILLING };
+            let sizes = [SMALL, SPILLING, EAGER][(seed % 3) as usize];
             let (b, _, _) = open_with(&file, &log, sizes);
             let mut rng = Rng::new(seed);
             let (mut model, mut synced) = (Vec::new(), Vec::new());
