@@ -193,6 +193,13 @@ fn past_end() -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, "write-ahead log: offset past the end")
 }
 
+/// The part of the byte range at `at`, `left` bytes long, that lies in its first
+/// page: the page, the offset within it and the length.
+fn first_piece(at: u64, left: usize) -> (u64, usize, usize) {
+    let within = usize::try_from(at % PAGE).unwrap_or(0);
+    (at / PAGE, within, (PAGE_SIZE - within).min(left))
+}
+
 /// How many bytes of `page` lie below `len` (none: `None`).
 fn page_bytes(page: u64, len: u64) -> Option<usize> {
     let n = len.checked_sub(page * PAGE).filter(|&n| n > 0)?;
@@ -225,6 +232,19 @@ impl<D: StorageBackend> Disks<D> {
         self.logs[log].sync_data()
     }
 
+    /// Copies the images of `log` at `pages` ((page, offset) pairs) into the file,
+    /// in page order, each cut at `len` (not synced).
+    fn copy_pages(&self, log: usize, mut pages: Vec<(u64, u64)>, len: u64) -> io::Result<()> {
+        pages.sort_unstable();
+        let mut buf = vec![0u8; PAGE_SIZE];
+        for (page, at) in pages {
+            let Some(n) = page_bytes(page, len) else { continue };
+            self.logs[log].read(at, &mut buf)?;
+            self.file.write(page * PAGE, &buf[..n])?;
+        }
+        Ok(())
+    }
+
     /// Copies the images at `pages` of `log` into the file, each cut at `len`,
     /// in page order, syncs the file and retires the log.
     fn copy_log(
@@ -234,14 +254,7 @@ impl<D: StorageBackend> Disks<D> {
         pages: &HashMap<u64, u64>,
         len: u64,
     ) -> io::Result<()> {
-        let mut order: Vec<(u64, u64)> = pages.iter().map(|(&p, &at)| (p, at)).collect();
-        order.sort_unstable();
-        let mut buf = vec![0u8; PAGE_SIZE];
-        for (page, at) in order {
-            let Some(n) = page_bytes(page, len) else { continue };
-            self.logs[log].read(at, &mut buf)?;
-            self.file.write(page * PAGE, &buf[..n])?;
-        }
+        self.copy_pages(log, pages.iter().map(|(&p, &at)| (p, at)).collect(), len)?;
         self.file.sync_data()?;
         self.set_header(log, epoch, false)
     }
@@ -440,25 +453,16 @@ impl<D: StorageBackend> LoggedFile<D> {
             }
             return Ok(());
         }
-        let mut pages: Vec<(u64, u64)> = st
+        let pages: Vec<(u64, u64)> = st
             .logged
             .iter()
             .filter(|(p, _)| !(direct && st.pending.contains_key(*p)))
             .map(|(&p, &at)| (p, at))
             .collect();
-        pages.sort_unstable();
         // Unlocked: reads take these pages from the log meanwhile, and nothing
         // else writes.
-        let (log, len) = (&self.disks.logs[st.active], st.len);
-        Guard::unlocked(st, || -> io::Result<()> {
-            let mut buf = vec![0u8; PAGE_SIZE];
-            for (page, at) in pages {
-                let Some(n) = page_bytes(page, len) else { continue };
-                log.read(at, &mut buf)?;
-                self.disks.file.write(page * PAGE, &buf[..n])?;
-            }
-            Ok(())
-        })?;
+        let (log, len) = (st.active, st.len);
+        Guard::unlocked(st, || self.disks.copy_pages(log, pages, len))?;
         if direct {
             for (&page, img) in &st.pending {
                 let Some(n) = page_bytes(page, st.len) else { continue };
@@ -599,9 +603,7 @@ impl<D: StorageBackend> LoggedFile<D> {
         let mut done = 0usize;
         while done < data.len() {
             let at = offset + done as u64;
-            let page = at / PAGE;
-            let within = usize::try_from(at % PAGE).unwrap_or(0);
-            let n = (PAGE_SIZE - within).min(data.len() - done);
+            let (page, within, n) = first_piece(at, data.len() - done);
             if n < PAGE_SIZE && st.logged.contains_key(&page) {
                 let mut img = vec![0u8; PAGE_SIZE];
                 self.read_page(st, page, 0, &mut img)?;
@@ -696,9 +698,7 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
         let mut done = 0usize;
         while done < out.len() {
             let at = offset + done as u64;
-            let page = at / PAGE;
-            let within = usize::try_from(at % PAGE).unwrap_or(0);
-            let n = (PAGE_SIZE - within).min(out.len() - done);
+            let (page, within, n) = first_piece(at, out.len() - done);
             if Self::locate(&st, page).is_some() {
                 self.read_page(&st, page, within, &mut out[done..done + n])?;
                 done += n;
@@ -785,9 +785,7 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
         let mut done = 0usize;
         while done < data.len() {
             let at = offset + done as u64;
-            let page = at / PAGE;
-            let within = usize::try_from(at % PAGE).unwrap_or(0);
-            let n = (PAGE_SIZE - within).min(data.len() - done);
+            let (page, within, n) = first_piece(at, data.len() - done);
             let mut img = vec![0u8; PAGE_SIZE];
             if n < PAGE_SIZE {
                 self.read_page(&st, page, 0, &mut img)?;
