@@ -196,14 +196,20 @@ pub fn log_paths(path: &Path) -> [std::path::PathBuf; 2] {
 /// # Errors
 /// An I/O error other than a missing file.
 pub fn remove_store(path: &Path) -> std::io::Result<()> {
-    let [a, b] = log_paths(path);
-    for p in [path.to_path_buf(), a, b] {
-        match std::fs::remove_file(&p) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
+    remove_if_present(path)?;
+    remove_logs(path)
+}
+
+/// Removes the write-ahead logs beside `path`, if there are any.
+fn remove_logs(path: &Path) -> std::io::Result<()> {
+    log_paths(path).iter().try_for_each(|log| remove_if_present(log))
+}
+
+fn remove_if_present(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// The store file at `path` and its log as a [`logged::LoggedFile`], recovering
@@ -247,9 +253,7 @@ fn open_file(path: &Path, builder: redb::Builder, wal: bool) -> Result<Database>
         redb::StorageBackend::close(&backend)
             .map_err(|e| open_error(path, format!("write-ahead log: {e}")))?;
         drop(backend);
-        for log in &logs {
-            std::fs::remove_file(log).map_err(|e| open_error(path, e.to_string()))?;
-        }
+        remove_logs(path).map_err(|e| open_error(path, e.to_string()))?;
     }
     builder.create(path).map_err(|e| database_error(path, e))
 }
@@ -298,14 +302,7 @@ impl Store {
         let tmp = path.with_file_name(format!(".{name}.creating-{}", std::process::id()));
         let _ = std::fs::remove_file(&tmp);
         // Logs left by a store removed from this path are not the new store's.
-        for log in log_paths(path) {
-            match std::fs::remove_file(&log) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(open_error(path, format!("removing a stale log: {e}")));
-                }
-                _ => {}
-            }
-        }
+        remove_logs(path).map_err(|e| open_error(path, format!("removing a stale log: {e}")))?;
         {
             let db = Database::create(&tmp).map_err(|e| database_error(path, e))?;
             Self::init(db, profile).map_err(|e| match e {
