@@ -25,9 +25,9 @@
 //!   records of earlier epochs never validate, and epochs only grow.
 //! - **Large commits go to the file in place**, as redb writes without a log: a
 //!   commit whose pages outgrow [`Sizes::spill`] (or [`Sizes::direct`] at its sync)
-//!   first waits for a checkpoint under way and has the active log copied into the
-//!   file, then writes through. A batch would gain nothing from the log and be
-//!   written twice.
+//!   waits for a checkpoint under way, then writes through; at its sync the pages
+//!   the active log still holds are copied into the file and the log starts over.
+//!   A batch would gain nothing from the log and be written twice.
 //! - **Shrinking** is applied to the file at the next commit, which goes in place;
 //!   until then the bytes past the new end read as zeros.
 //! - **Recovery** ([`LoggedFile::new`]) copies into the file every complete commit
