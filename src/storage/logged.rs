@@ -115,7 +115,8 @@ struct Frozen {
     epoch: u64,
     /// Page → offset of its newest image in that log (what reads use until the
     /// copy is done).
-    pages: HashMap<u64, u64>,
+    /// Shared with the copy, so handing it over copies nothing.
+    pages: Arc<HashMap<u64, u64>>,
     /// The logical length when it was frozen: the copy stops there.
     len: u64,
     /// The background copy; `None` once it was reaped with an error (the next
@@ -396,7 +397,7 @@ impl<D: StorageBackend> LoggedFile<D> {
             return Ok(());
         }
         let Some(f) = st.frozen.as_ref() else { return Ok(()) };
-        let (log, epoch, len, pages) = (f.log, f.epoch, f.len, f.pages.clone());
+        let (log, epoch, len, pages) = (f.log, f.epoch, f.len, Arc::clone(&f.pages));
         Guard::unlocked(st, || self.disks.copy_log(log, epoch, &pages, len))?;
         st.frozen = None;
         Ok(())
@@ -408,17 +409,17 @@ impl<D: StorageBackend> LoggedFile<D> {
         self.reap(st, true)?;
         let (full, epoch, len) = (st.active, st.epoch, st.len);
         // Frozen first: reads find its pages while the new epoch is synced.
-        let pages = std::mem::take(&mut st.logged);
+        let pages = Arc::new(std::mem::take(&mut st.logged));
         st.frozen = Some(Frozen { log: full, epoch, pages, len, job: None });
         if let Err(e) = self.begin_epoch(st, 1 - full) {
             if let Some(f) = st.frozen.take() {
-                st.logged = f.pages;
+                st.logged = Arc::unwrap_or_clone(f.pages);
             }
             return Err(e);
         }
         let Some(frozen) = st.frozen.as_mut() else { return Ok(()) };
         let disks = Arc::clone(&self.disks);
-        let copy = frozen.pages.clone();
+        let copy = Arc::clone(&frozen.pages);
         frozen.job = std::thread::Builder::new()
             .name("soulmem-checkpoint".into())
             .spawn(move || disks.copy_log(full, epoch, &copy, len))
@@ -464,11 +465,7 @@ impl<D: StorageBackend> LoggedFile<D> {
         let (log, len) = (st.active, st.len);
         Guard::unlocked(st, || self.disks.copy_pages(log, pages, len))?;
         if direct {
-            for (&page, img) in &st.pending {
-                let Some(n) = page_bytes(page, st.len) else { continue };
-                self.disks.file.write(page * PAGE, &img[..n])?;
-            }
-            st.pending.clear();
+            self.write_pending(st)?;
         }
         Guard::unlocked(st, || self.disks.file.sync_data())?;
         st.committed_len = st.len;
@@ -578,19 +575,25 @@ impl<D: StorageBackend> LoggedFile<D> {
             // The file's stale tail goes first (rare: a shrink, then a large commit).
             self.checkpoint(st, true)?;
         } else {
-            let st: &mut State = st;
             if st.file_len != st.len {
                 self.disks.file.set_len(st.len)?;
                 st.file_len = st.len;
             }
-            for (&page, img) in &st.pending {
-                let Some(n) = page_bytes(page, st.len) else { continue };
-                self.disks.file.write(page * PAGE, &img[..n])?;
-                st.logged.remove(&page);
-            }
-            st.pending.clear();
+            self.write_pending(st)?;
         }
         st.in_place = true;
+        Ok(())
+    }
+
+    /// Writes the pending pages into the file (not synced); from then on they
+    /// are read from there, not from the log.
+    fn write_pending(&self, st: &mut State) -> io::Result<()> {
+        for (&page, img) in &st.pending {
+            let Some(n) = page_bytes(page, st.len) else { continue };
+            self.disks.file.write(page * PAGE, &img[..n])?;
+            st.logged.remove(&page);
+        }
+        st.pending.clear();
         Ok(())
     }
 
@@ -756,7 +759,8 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
             st.pending.retain(|&p, _| p < first_gone);
             st.logged.retain(|&p, _| p < first_gone);
             if let Some(f) = st.frozen.as_mut() {
-                f.pages.retain(|&p, _| p < first_gone);
+                // A copy still running keeps the map it was given.
+                Arc::make_mut(&mut f.pages).retain(|&p, _| p < first_gone);
             }
             st.shrunk_to = Some(st.shrunk_to.map_or(len, |s| s.min(len)));
         } else if len > st.file_len && st.shrunk_to.is_none() {
