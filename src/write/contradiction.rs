@@ -391,6 +391,23 @@ pub fn detect(
     candidates: &[(&str, &str)],
     profile: Profile,
 ) -> Vec<Contradiction> {
+    detect_scoped(new_content, candidates, profile, |_| true)
+}
+
+/// [`detect`], when the caller knows which candidates may state one of the verb
+/// attributes `new_content` states (an attribute index, as the default profile
+/// keeps): the verb-fact pass reads only the candidates `may_state(i)` admits
+/// (`i` their index in `candidates`). A candidate stating none of the new text's
+/// attributes cannot hold a verb-fact conflict, so with an exact index the result
+/// is [`detect`]'s; the other candidates' texts are then never matched against
+/// the verb patterns.
+#[must_use]
+pub fn detect_scoped(
+    new_content: &str,
+    candidates: &[(&str, &str)],
+    profile: Profile,
+    may_state: impl Fn(usize) -> bool,
+) -> Vec<Contradiction> {
     let mut results: Vec<Contradiction> = Vec::new();
     let mut flagged: Vec<&str> = Vec::new();
     for s in find_similar(new_content, candidates) {
@@ -416,8 +433,8 @@ pub fn detect(
     }
     let new_facts = verb_facts(new_content, profile);
     if !new_facts.is_empty() {
-        for &(id, content) in candidates {
-            if flagged.contains(&id) {
+        for (i, &(id, content)) in candidates.iter().enumerate() {
+            if flagged.contains(&id) || !may_state(i) {
                 continue;
             }
             if let Some(reason) = verb_conflict(&new_facts, &verb_facts(content, profile), profile)
@@ -528,6 +545,29 @@ mod tests {
         let got = detect("User hates tea", &[("b", "User likes tea")], R);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].kind, ContradictionKind::Negation);
+    }
+
+    #[test]
+    fn scoped_verb_pass_reads_only_the_candidates_admitted() {
+        let cands = [
+            ("a", "User lives in Paris"),
+            ("b", "User works at Arup"),
+            ("c", "User moved to Rome"),
+            ("d", "User likes tea"),
+        ];
+        let new = "I live in Lyon. I work at Figma";
+        // An exact attribute index (the facts stating an attribute the new text
+        // states) gives detect's answer.
+        let states: Vec<Attribute> = verb_facts(new, D).into_iter().map(|(a, _)| a).collect();
+        let exact = |i: usize| verb_facts(cands[i].1, D).iter().any(|(a, _)| states.contains(a));
+        let ids = |got: Vec<Contradiction>| -> Vec<String> {
+            got.into_iter().map(|c| c.old_id).collect()
+        };
+        let all = ids(detect(new, &cands, D));
+        assert_eq!(all, ["a", "b", "c"]);
+        assert_eq!(ids(detect_scoped(new, &cands, D, exact)), all);
+        // A candidate left out is not read by the verb pass.
+        assert_eq!(ids(detect_scoped(new, &cands, D, |i| i != 1)), ["a", "c"]);
     }
 
     #[test]

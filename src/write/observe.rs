@@ -182,16 +182,39 @@ fn attribute_facts(
 
 /// Default profile: the facts of this user and domain a text may contradict — those
 /// similar enough for the negation and attribute checks, plus those stating one of
-/// its verb attributes — in `facts()` order, without the facts this observe stored.
+/// its verb attributes — in `facts()` order, without the facts this observe stored;
+/// and which of them state one of its verb attributes (the only ones the verb-fact
+/// check needs to read).
 fn contradiction_candidates(
     w: &Writer<'_>,
     near: &mut NearFacts,
     text: &str,
     cx: &Ctx,
     stored: &HashSet<u64>,
-) -> Result<Vec<Fact>> {
+) -> Result<(Vec<Fact>, HashSet<u64>)> {
     let attributes = attribute_facts(w, text, cx.user_id.as_deref(), &cx.domain, w.profile())?;
-    near.similar(w, text, contradiction::SIMILARITY_THRESHOLD, attributes, stored)
+    let stating: HashSet<u64> = attributes.iter().copied().collect();
+    let facts = near.similar(w, text, contradiction::SIMILARITY_THRESHOLD, attributes, stored)?;
+    Ok((facts, stating))
+}
+
+/// The contradictions of `text` among `cands` (see [`contradiction::detect`]); with
+/// `stating` (the default profile's attribute index), the verb-fact check reads only
+/// the candidates that state one of the text's verb attributes.
+fn contradictions_of(
+    text: &str,
+    cands: &[Fact],
+    stating: Option<&HashSet<u64>>,
+    profile: Profile,
+) -> Vec<contradiction::Contradiction> {
+    let pairs: Vec<(&str, &str)> =
+        cands.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
+    match stating {
+        Some(set) => {
+            contradiction::detect_scoped(text, &pairs, profile, |i| set.contains(&cands[i].docno))
+        }
+        None => contradiction::detect(text, &pairs, profile),
+    }
 }
 
 /// Supersedes the fact at `docno`: `superseded_by = by`, and the `superseded` flag
@@ -596,7 +619,7 @@ fn observe_analysed(
     if !stored.is_empty() {
         let snapshot: Vec<Fact> = if reference { all_active_facts(w)? } else { Vec::new() };
         for (new_docno, fact) in &stored {
-            let cands: Vec<Fact> = if reference {
+            let (cands, stating): (Vec<Fact>, Option<HashSet<u64>>) = if reference {
                 // Q14: the snapshot includes this observe's facts; those superseded
                 // since stay in the list but the verb pass skips them.
                 let mut v = Vec::new();
@@ -610,16 +633,13 @@ fn observe_analysed(
                         });
                     }
                 }
-                v
+                (v, None)
             } else {
-                contradiction_candidates(w, &mut near, &fact.content, &cx, &stored_docnos)?
-                    .into_iter()
-                    .filter(|f| f.docno != *new_docno)
-                    .collect()
+                let (cands, stating) =
+                    contradiction_candidates(w, &mut near, &fact.content, &cx, &stored_docnos)?;
+                (cands.into_iter().filter(|f| f.docno != *new_docno).collect(), Some(stating))
             };
-            let pairs: Vec<(&str, &str)> =
-                cands.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
-            for c in contradiction::detect(&fact.content, &pairs, profile) {
+            for c in contradictions_of(&fact.content, &cands, stating.as_ref(), profile) {
                 let Some(target) = cands.iter().find(|f| f.id == c.old_id) else { continue };
                 let was_active = w.docinfo(target.docno)?.is_some_and(|i| !i.superseded);
                 near.retire(target.docno);
@@ -647,14 +667,16 @@ fn observe_analysed(
 
     // 4d. Raw-text fallback on the user's words.
     {
-        let cands: Vec<Fact> = if reference {
-            all_active_facts(w)?
+        let (cands, stating) = if reference {
+            (all_active_facts(w)?, None)
         } else {
-            contradiction_candidates(w, &mut near, user, &cx, &stored_docnos)?
+            let (cands, stating) =
+                contradiction_candidates(w, &mut near, user, &cx, &stored_docnos)?;
+            (cands, Some(stating))
         };
-        let pairs: Vec<(&str, &str)> =
-            cands.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
-        for c in contradiction::detect_raw_text(user, &pairs, profile) {
+        // The raw-text check is the same detection (`detect_raw_text`) on the
+        // user's words.
+        for c in contradictions_of(user, &cands, stating.as_ref(), profile) {
             if resolved.contains(&c.old_id) {
                 continue;
             }

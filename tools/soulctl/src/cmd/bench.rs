@@ -168,7 +168,9 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     pb.finish_and_clear();
     let pb = bar(if a.no_rounds { 1 } else { 2 } * a.single as u64, "observe".into());
     let queries = if a.no_rounds { Vec::new() } else { corpus.queries(a.single.clamp(1, 300)) };
+    let before = mem.write_timings();
     let mut single = time_observes(&mem, &corpus, &queries, &mut next, a.single, &pb)?;
+    let singles = mem.write_timings().since(&before);
     pb.finish_and_clear();
     drop(mem);
     let _ = soulmem::storage::remove_store(&copy);
@@ -186,6 +188,16 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
         per(phases.work),
         per(phases.flush),
         per(phases.commit)
+    );
+    // The single observes' transactions (with the rounds' recalls' access records
+    // left out: the access writer's transactions are not counted).
+    let each = |d: Duration| ms(d) / singles.transactions.max(1) as f64;
+    println!(
+        "per single observe (ms, mean): lock and begin {:.3}  observe steps {:.3}  buffered writes {:.3}  commit {:.3}",
+        each(singles.begin),
+        each(singles.work),
+        each(singles.flush),
+        each(singles.commit)
     );
     Ok(ExitCode::SUCCESS)
 }
