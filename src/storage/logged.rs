@@ -136,7 +136,9 @@ struct State {
     /// file's bytes from there on are stale (they read as zeros).
     shrunk_to: Option<u64>,
     /// Pages written since they last went to the log.
-    pending: BTreeMap<u64, Box<[u8]>>,
+    /// (Shared, so a write of them into the file can run with the state unlocked
+    /// while reads still find them here.)
+    pending: BTreeMap<u64, Arc<Vec<u8>>>,
     /// The log commits append to.
     active: usize,
     /// Pages in the active log: page → offset of its newest image.
@@ -586,12 +588,22 @@ impl<D: StorageBackend> LoggedFile<D> {
     }
 
     /// Writes the pending pages into the file (not synced); from then on they
-    /// are read from there, not from the log.
-    fn write_pending(&self, st: &mut State) -> io::Result<()> {
-        for (&page, img) in &st.pending {
-            let Some(n) = page_bytes(page, st.len) else { continue };
-            self.disks.file.write(page * PAGE, &img[..n])?;
-            st.logged.remove(&page);
+    /// are read from there, not from the log. The writes run with the state
+    /// unlocked: reads take these pages from `pending` meanwhile (which only this
+    /// thread, redb's writer, changes), never from the file being written.
+    fn write_pending(&self, st: &mut Guard<'_>) -> io::Result<()> {
+        let pages: Vec<(u64, Arc<Vec<u8>>)> =
+            st.pending.iter().map(|(&page, img)| (page, Arc::clone(img))).collect();
+        let len = st.len;
+        Guard::unlocked(st, || {
+            for (page, img) in &pages {
+                let Some(n) = page_bytes(*page, len) else { continue };
+                self.disks.file.write(page * PAGE, &img[..n])?;
+            }
+            Ok::<(), io::Error>(())
+        })?;
+        for (page, _) in &pages {
+            st.logged.remove(page);
         }
         st.pending.clear();
         Ok(())
@@ -754,7 +766,7 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
                 let mut buf = vec![0u8; PAGE_SIZE];
                 let cut = usize::try_from(len % PAGE).unwrap_or(0);
                 self.read_page(&st, page, 0, &mut buf[..cut])?;
-                st.pending.insert(page, buf.into_boxed_slice());
+                st.pending.insert(page, Arc::new(buf));
             }
             st.pending.retain(|&p, _| p < first_gone);
             st.logged.retain(|&p, _| p < first_gone);
@@ -795,7 +807,7 @@ impl<D: StorageBackend> StorageBackend for LoggedFile<D> {
                 self.read_page(&st, page, 0, &mut img)?;
             }
             img[within..within + n].copy_from_slice(&data[done..done + n]);
-            st.pending.insert(page, img.into_boxed_slice());
+            st.pending.insert(page, Arc::new(img));
             done += n;
         }
         if st.pending.len() > self.sizes.spill {
@@ -962,6 +974,122 @@ mod tests {
             }
         }
         Ok(())
+    }
+
+    /// Holds the next write of a disk until released (a slow disk, made
+    /// deterministic).
+    #[derive(Debug, Default)]
+    struct Gate {
+        /// (armed, a write is held, released)
+        state: std::sync::Mutex<(bool, bool, bool)>,
+        changed: std::sync::Condvar,
+    }
+
+    impl Gate {
+        fn update(&self, f: impl FnOnce(&mut (bool, bool, bool))) {
+            let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&mut st);
+            self.changed.notify_all();
+        }
+
+        /// Waits until `until` holds, at most `secs` seconds; whether it held.
+        fn wait(&self, secs: u64, until: impl Fn(&(bool, bool, bool)) -> bool) -> bool {
+            let st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (st, _) = self
+                .changed
+                .wait_timeout_while(st, std::time::Duration::from_secs(secs), |s| !until(s))
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            until(&st)
+        }
+    }
+
+    /// A test disk whose writes can be held at a [`Gate`].
+    #[derive(Debug)]
+    struct Gated(FaultyBackend, Option<Arc<Gate>>);
+
+    impl Gated {
+        fn new(disk: &SharedDisk, gate: Option<Arc<Gate>>) -> Self {
+            Self(FaultyBackend::new(disk.clone()).0, gate)
+        }
+    }
+
+    impl StorageBackend for Gated {
+        fn len(&self) -> io::Result<u64> {
+            self.0.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+            self.0.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> io::Result<()> {
+            self.0.set_len(len)
+        }
+        fn sync_data(&self) -> io::Result<()> {
+            self.0.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+            if let Some(g) = &self.1
+                && g.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).0
+            {
+                g.update(|s| s.1 = true);
+                g.wait(60, |s| s.2);
+            }
+            self.0.write(offset, data)
+        }
+    }
+
+    #[test]
+    fn reads_go_on_while_a_commit_writes_its_pages_in_place() {
+        let (file, logs) = new_disks();
+        let gate = Arc::new(Gate::default());
+        let b = Arc::new(
+            LoggedFile::new(
+                Gated::new(&file, Some(Arc::clone(&gate))),
+                [Gated::new(&logs[0], None), Gated::new(&logs[1], None)],
+                SPILLING,
+            )
+            .expect("open"),
+        );
+        let page = |v: u8| vec![v; PAGE_SIZE];
+        b.set_len(12 * PAGE).expect("len");
+        for p in 0..4 {
+            b.write(p * PAGE, &page(1)).expect("write");
+        }
+        b.sync_data().expect("sync (through the log)");
+        // The next commit outgrows `spill` at its tenth page: its pages go into
+        // the file, the first write of which the disk holds.
+        gate.update(|s| s.0 = true);
+        let writer = {
+            let b = Arc::clone(&b);
+            std::thread::spawn(move || -> io::Result<()> {
+                for p in 0..10 {
+                    b.write(p * PAGE, &vec![2u8; PAGE_SIZE])?;
+                }
+                b.sync_data()
+            })
+        };
+        assert!(gate.wait(60, |s| s.1), "the commit never wrote into the file");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = {
+            let b = Arc::clone(&b);
+            std::thread::spawn(move || {
+                let mut out = vec![0u8; 2 * PAGE_SIZE];
+                let got = b.read(3 * PAGE, &mut out).map(|()| out);
+                let _ = tx.send(got);
+            })
+        };
+        // The read must not wait for the held write (it would wait forever).
+        let got = rx.recv_timeout(std::time::Duration::from_secs(60));
+        gate.update(|s| s.2 = true);
+        let got = got.expect("a read waited for the commit's writes into the file");
+        // The commit's pages, though the file does not hold them yet.
+        assert_eq!(got.expect("read"), [page(2), page(2)].concat());
+        reader.join().expect("reader");
+        writer.join().expect("writer").expect("commit");
+        let mut out = vec![0u8; 12 * PAGE_SIZE];
+        b.read(0, &mut out).expect("read");
+        assert_eq!(out, [vec![2u8; 10 * PAGE_SIZE], vec![0u8; 2 * PAGE_SIZE]].concat());
+        b.close().expect("close");
+        assert_eq!(file.bytes(), out);
     }
 
     #[test]
