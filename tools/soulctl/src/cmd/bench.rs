@@ -181,25 +181,24 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
         quantile(&mut single.each, 0.5),
         quantile(&mut single.recalls, 0.5)
     );
-    let per = |d: Duration| ms(d) / a.batches.max(1) as f64;
-    println!(
-        "per batch (ms): lock and begin {:.1}  observe steps {:.1}  buffered writes {:.1}  commit {:.1}",
-        per(phases.begin),
-        per(phases.work),
-        per(phases.flush),
-        per(phases.commit)
-    );
-    // The single observes' transactions (with the rounds' recalls' access records
-    // left out: the access writer's transactions are not counted).
-    let each = |d: Duration| ms(d) / singles.transactions.max(1) as f64;
-    println!(
-        "per single observe (ms, mean): lock and begin {:.3}  observe steps {:.3}  buffered writes {:.3}  commit {:.3}",
-        each(singles.begin),
-        each(singles.work),
-        each(singles.flush),
-        each(singles.commit)
-    );
+    print_phases("per batch (ms)", &phases, a.batches as u64, 1);
+    // The single observes' transactions (the access writer's, which stores the
+    // rounds' recalls' access records, are not counted).
+    print_phases("per single observe (ms, mean)", &singles, singles.transactions, 3);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints where `count` transactions spent their time (`t`), each phase's mean in
+/// ms with `digits` decimals.
+fn print_phases(label: &str, t: &WriteTimings, count: u64, digits: usize) {
+    let per = |d: Duration| ms(d) / count.max(1) as f64;
+    println!(
+        "{label}: lock and begin {:.digits$}  observe steps {:.digits$}  buffered writes {:.digits$}  commit {:.digits$}",
+        per(t.begin),
+        per(t.work),
+        per(t.flush),
+        per(t.commit)
+    );
 }
 
 /// A copy of the kept `store` beside it, with extension `ext`, for a run to write.
