@@ -55,7 +55,7 @@ fn pristine(n: u64) -> (PathBuf, u64) {
     {
         return (path, used);
     }
-    let _ = std::fs::remove_file(&path);
+    let _ = soulmem::storage::remove_store(&path);
     eprintln!("building a store of {n} memories in {}", path.display());
     // Durable commits: redb reuses freed pages only after one.
     let mem = Memory::builder().prewarm(false).open(&path).expect("open");
@@ -69,7 +69,8 @@ fn pristine(n: u64) -> (PathBuf, u64) {
 fn fresh(n: u64, durable: bool, tmp: &Path) -> (Memory, u64) {
     let (src, used) = pristine(n);
     let dst = tmp.join(format!("copy-{n}.redb"));
-    let _ = std::fs::remove_file(&dst);
+    // With its logs: a log left by a killed run must not be replayed over the copy.
+    let _ = soulmem::storage::remove_store(&dst);
     std::fs::copy(&src, &dst).expect("copy store");
     let mut settings = Settings::for_profile(soulmem::Profile::Default);
     settings.durable = durable;

@@ -124,7 +124,7 @@ fn the_tail_survives_reopening() {
     let dir = std::env::temp_dir().join(format!("soulmem-tail-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("tail.redb");
-    let _ = std::fs::remove_file(&path);
+    let _ = soulmem::storage::remove_store(&path);
     let id = {
         let mem = Memory::open(&path).expect("open");
         mem.add(entry(3)).expect("add")
@@ -142,7 +142,7 @@ fn a_damaged_tail_row_is_a_clear_error_and_reindex_repairs_it() {
     let dir = std::env::temp_dir().join(format!("soulmem-tail-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("tail.redb");
-    let _ = std::fs::remove_file(&path);
+    let _ = soulmem::storage::remove_store(&path);
     let id = {
         let mem = Memory::open(&path).expect("open");
         mem.add(entry(4)).expect("add")
