@@ -239,6 +239,10 @@ struct Cursor<'a> {
     postings: Vec<Posting>,
     decoded: bool,
     pos: usize,
+    /// The posting at `pos` once [`Cursor::advance`] has stopped on it in a
+    /// decoded block: the merge asks about the same posting several times per
+    /// memory, and this answers without walking the block again.
+    at: Option<Posting>,
     weight: f64,
     idf: f64,
     upper: f64,
@@ -295,6 +299,7 @@ impl<'a> Cursor<'a> {
             postings: Vec::new(),
             decoded: false,
             pos: 0,
+            at: None,
             weight: t.weight,
             idf: t.idf,
             upper: t.upper,
@@ -307,11 +312,27 @@ impl<'a> Cursor<'a> {
 
     /// Moves to the next block (header only).
     fn next_block(&mut self) -> Result<()> {
+        self.step_block()?;
+        self.bound_block();
+        Ok(())
+    }
+
+    /// The current block's weighted score bound, into `block_upper`.
+    fn bound_block(&mut self) {
+        if let Some(h) = &self.head {
+            let (idf, avgdl) = (self.idf, self.avgdl);
+            self.block_upper =
+                self.weight * h.impacts.max_by(|tf, len| term_score(idf, tf, len, avgdl));
+        }
+    }
+
+    /// Moves to the next block without computing its bound: blocks a cursor
+    /// steps over never need one.
+    fn step_block(&mut self) -> Result<()> {
         self.decoded = false;
+        self.at = None;
         self.postings.clear();
         self.pos = 0;
-        let (idf, avgdl) = (self.idf, self.avgdl);
-        let bound = |h: &Header| h.impacts.max_by(|tf, len| term_score(idf, tf, len, avgdl));
         self.raw = None;
         self.head = None;
         self.cached_block = None;
@@ -338,17 +359,13 @@ impl<'a> Cursor<'a> {
             },
         };
         match next {
-            Some(h) => {
-                self.block_upper = self.weight * bound(&h);
-                self.head = Some(h);
-            }
+            Some(h) => self.head = Some(h),
             None => {
                 // The tail, already decoded (its postings are counted as read when
                 // the cursor first stops in it).
                 if let Some(t) = self.tail.take()
                     && let Some(h) = Header::of_decoded(&t.postings, t.impacts)
                 {
-                    self.block_upper = self.weight * bound(&h);
                     self.head = Some(h);
                     self.postings.extend_from_slice(&t.postings);
                 }
@@ -368,16 +385,52 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the first block that can hold `d` or a later docno, without decoding.
+    #[inline(always)]
     fn shallow(&mut self, d: u64) -> Result<()> {
-        while self.head.as_ref().is_some_and(|h| h.last < d) {
-            self.next_block()?;
+        if self.head.as_ref().is_some_and(|h| h.last < d) {
+            self.shallow_slow(d)?;
         }
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn shallow_slow(&mut self, d: u64) -> Result<()> {
+        // In a cached term, jump over the headers that end before `d`.
+        if let Blocks::Cached(term, next) = &mut self.blocks {
+            let rest = term.heads.get(*next..).unwrap_or(&[]);
+            *next += gallop(rest, |h| h.last < d);
+        }
+        while self.head.as_ref().is_some_and(|h| h.last < d) {
+            self.step_block()?;
+        }
+        self.bound_block();
         Ok(())
     }
 
     /// Moves to the first posting at or after `d` and returns its docno
     /// (`u64::MAX` when there is none). `read` counts decoded postings.
+    #[inline(always)]
     fn advance(&mut self, d: u64, read: &mut u64) -> Result<u64> {
+        // Calls come with ascending `d`, so the posting the cursor stopped on is
+        // still the first at or after `d` when it is not before `d`.
+        if let Some(p) = self.at {
+            if p.docno >= d {
+                return Ok(p.docno);
+            }
+            // The merge's usual step: the next posting of the block.
+            if let Some(&q) = self.block().get(self.pos + 1)
+                && q.docno >= d
+            {
+                self.pos += 1;
+                self.at = Some(q);
+                return Ok(q.docno);
+            }
+        }
+        self.advance_slow(d, read)
+    }
+
+    #[inline(never)]
+    fn advance_slow(&mut self, d: u64, read: &mut u64) -> Result<u64> {
         self.shallow(d)?;
         let Some(h) = &self.head else { return Ok(u64::MAX) };
         if !self.decoded {
@@ -392,16 +445,13 @@ impl<'a> Cursor<'a> {
             self.decoded = true;
             *read += self.block().len() as u64;
         }
-        // `d <= last`, so a posting at or after `d` is in this block. Calls come
-        // with ascending `d`: a linear walk is amortised over the block.
+        // `d <= last`, so a posting at or after `d` is in this block, at or after
+        // `pos` (calls come with ascending `d`).
         let block = self.block();
-        let mut pos = self.pos;
-        while block.get(pos).is_some_and(|p| p.docno < d) {
-            pos += 1;
-        }
-        let found = block.get(pos).map_or(u64::MAX, |p| p.docno);
+        let pos = self.pos + first_at_or_after(block.get(self.pos..).unwrap_or(&[]), d);
+        self.at = block.get(pos).copied();
         self.pos = pos;
-        Ok(found)
+        Ok(self.at.map_or(u64::MAX, |p| p.docno))
     }
 
     /// The current block's postings (once decoded).
@@ -414,10 +464,36 @@ impl<'a> Cursor<'a> {
 
     /// The weighted score of the current posting (equal to `weight ×`
     /// [`term_score`]).
+    #[inline(always)]
     fn score(&self, norms: &Norms) -> f64 {
-        let p = &self.block()[self.pos];
+        let p = self.at.unwrap_or_else(|| self.block()[self.pos]);
         self.weight * score_with_norm(self.idf, p.tf, norms.of(p.len))
     }
+}
+
+/// The index of the first posting of `rest` at or after `d` (`rest.len()` when
+/// none is), by galloping: the next posting is the usual answer when the cursor
+/// follows the merge, and a lookup for a term completing others' scores may jump
+/// over most of a block, in a few comparisons instead of one per posting.
+fn first_at_or_after(rest: &[Posting], d: u64) -> usize {
+    gallop(rest, |p| p.docno < d)
+}
+
+/// The number of leading items of `rest` that are `before` (which must hold for
+/// a prefix of `rest` only), found by galloping from the front.
+fn gallop<T>(rest: &[T], before: impl Fn(&T) -> bool) -> usize {
+    if rest.first().is_none_or(|x| !before(x)) {
+        return 0;
+    }
+    // before(rest[lo]) throughout.
+    let mut lo = 0;
+    let mut step = 1;
+    while lo + step < rest.len() && before(&rest[lo + step]) {
+        lo += step;
+        step *= 2;
+    }
+    let hi = (lo + step).min(rest.len());
+    lo + 1 + rest[lo + 1..hi].partition_point(before)
 }
 
 /// A held memory; the heap's top is the worst (lowest score, then highest docno).
@@ -616,9 +692,11 @@ fn search(
                     Some(_) => {}
                 }
             }
-            parts.iter_mut().for_each(|p| *p = 0.0);
+            // Every part is written below unless the memory is pruned, so the
+            // parts are not cleared first.
             let mut partial = 0.0;
             for (j, c) in cursors.iter_mut().enumerate().skip(essential) {
+                parts[j] = 0.0;
                 if c.block_first() <= d && c.advance(d, &mut read)? == d {
                     parts[j] = c.score(norms);
                     partial += parts[j];
@@ -626,6 +704,7 @@ fn search(
             }
             let mut pruned = false;
             for j in (0..essential).rev() {
+                parts[j] = 0.0;
                 if heap.len() == k && cannot_beat(partial + prefix[j + 1], theta) {
                     pruned = true;
                     break;
@@ -727,6 +806,22 @@ mod tests {
                 (d, v.iter().sum())
             })
             .collect()
+    }
+
+    proptest! {
+        /// Galloping finds the same posting as a walk from the start.
+        #[test]
+        fn galloping_finds_the_first_posting_at_or_after(
+            mut docnos in proptest::collection::vec(0u64..500, 0..300),
+            d in 0u64..520,
+        ) {
+            docnos.sort_unstable();
+            docnos.dedup();
+            let rest: Vec<Posting> =
+                docnos.iter().map(|&docno| Posting { docno, tf: 2, len: 10 }).collect();
+            let walked = rest.iter().take_while(|p| p.docno < d).count();
+            prop_assert_eq!(first_at_or_after(&rest, d), walked);
+        }
     }
 
     proptest! {
