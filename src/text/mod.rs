@@ -9,5 +9,5 @@ pub use stopwords::is_stop_word;
 
 pub use tokenize::{
     TOKENIZER_VERSION, expand_synonyms, index_terms, relevance_of_tokens, relevance_score, stem,
-    synonyms_of, tokenize, tokenize_dedup, tokenize_list,
+    synonyms_of, tokenize, tokenize_dedup, tokenize_dedup_memo, tokenize_list,
 };

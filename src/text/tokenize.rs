@@ -1,7 +1,7 @@
 //! soul-protocol 0.4.0's `search.tokenize`, its synonym groups and `relevance_score`.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 /// Version of the tokenizer's output; stored with the schema.
 pub const TOKENIZER_VERSION: u32 = 2;
@@ -91,6 +91,40 @@ pub fn tokenize_dedup(text: &str) -> BTreeSet<String> {
     tokenize_list(text, 2).into_iter().filter(|t| !DEDUP_STOP_WORDS.contains(&t.as_str())).collect()
 }
 
+/// [`tokenize_dedup`] of a stored fact's text, from a per-thread memo: the
+/// contradiction check compares each new text with the same facts of its user
+/// observe after observe, and hashing a text costs far less than tokenizing it.
+/// Bounded: cleared when it holds [`DEDUP_MEMO_MAX`] texts (longer texts than
+/// [`DEDUP_MEMO_TEXT_MAX`] bytes are not memoized).
+#[must_use]
+pub fn tokenize_dedup_memo(text: &str) -> Arc<BTreeSet<String>> {
+    if text.len() > DEDUP_MEMO_TEXT_MAX {
+        return Arc::new(tokenize_dedup(text));
+    }
+    DEDUP_MEMO.with(|memo| {
+        let mut memo = memo.borrow_mut();
+        if let Some(t) = memo.get(text) {
+            return Arc::clone(t);
+        }
+        let t = Arc::new(tokenize_dedup(text));
+        if memo.len() >= DEDUP_MEMO_MAX {
+            memo.clear();
+        }
+        memo.insert(text.into(), Arc::clone(&t));
+        t
+    })
+}
+
+/// Texts a thread's dedup-token memo holds before it is cleared.
+const DEDUP_MEMO_MAX: usize = 1 << 13;
+/// Longer texts are tokenized without the memo.
+const DEDUP_MEMO_TEXT_MAX: usize = 512;
+
+thread_local! {
+    static DEDUP_MEMO: std::cell::RefCell<HashMap<Box<str>, Arc<BTreeSet<String>>>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
 /// The reference's `relevance_score`: the fraction of query tokens found in the content
 /// tokens expanded with synonyms (0 when the query has no token).
 #[must_use]
@@ -157,6 +191,18 @@ thread_local! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_dedup_memo_answers_as_the_tokenizer() {
+        let long = "word ".repeat(200);
+        let texts =
+            ["User lives in Paris", "User lives in Lisbon", "", "I'm at Acme, I'm happy", &long];
+        for _ in 0..2 {
+            for t in texts {
+                assert_eq!(*tokenize_dedup_memo(t), tokenize_dedup(t), "{t:?}");
+            }
+        }
+    }
 
     #[test]
     fn splits_and_strips_like_the_reference() {

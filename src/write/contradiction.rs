@@ -57,6 +57,7 @@ use regex::Regex;
 use super::dedup::{dedup_tokens, similarity_tokens};
 use super::sentiment::py_strip;
 use crate::profile::Profile;
+use crate::text::tokenize_dedup_memo;
 
 /// Pre-selection similarity threshold.
 pub const SIMILARITY_THRESHOLD: f64 = 0.3;
@@ -291,7 +292,7 @@ pub fn find_similar<'a>(content: &str, candidates: &[(&'a str, &'a str)]) -> Vec
         .iter()
         .enumerate()
         .filter_map(|(index, &(id, fact))| {
-            let sim = similarity_tokens(&tokens, &dedup_tokens(fact));
+            let sim = similarity_tokens(&tokens, &tokenize_dedup_memo(fact));
             (sim >= SIMILARITY_THRESHOLD).then_some(SimilarFact {
                 index,
                 id,
@@ -310,17 +311,79 @@ pub fn find_similar<'a>(content: &str, candidates: &[(&'a str, &'a str)]) -> Vec
 /// Returns the reason.
 #[must_use]
 pub fn check_negation(new: &str, old: &str, profile: Profile) -> Option<String> {
-    let pairs = if profile.is_reference() { &*NEG_REF } else { &*NEG_DEFAULT };
-    for pair in pairs {
-        let a_neg = pair.neg.is_match(new);
-        let b_neg = pair.neg.is_match(old);
-        let a_pos = !a_neg && pair.pos.is_match(new);
-        let b_pos = !b_neg && pair.pos.is_match(old);
-        if (a_pos && b_neg) || (b_pos && a_neg) {
-            return Some(format!("Negation detected: '{}' vs '{}'", pair.pos_src, pair.neg_src));
+    NewText::of(new, profile).negation_with(old)
+}
+
+/// Which form of a negation pair a text has: the negated one, else the positive
+/// one, else neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Negated,
+    Positive,
+    Neither,
+}
+
+fn form(pair: &NegationPair, text: &str) -> Form {
+    if pair.neg.is_match(text) {
+        Form::Negated
+    } else if pair.pos.is_match(text) {
+        Form::Positive
+    } else {
+        Form::Neither
+    }
+}
+
+/// What the checks need of the new text, found once per detection rather than
+/// once per candidate it is compared with.
+struct NewText {
+    profile: Profile,
+    pairs: &'static [NegationPair],
+    /// Its form of each negation pair.
+    forms: Vec<Form>,
+    /// Its "the X is Y" attributes.
+    attributes: Vec<(String, String)>,
+}
+
+impl NewText {
+    fn of(text: &str, profile: Profile) -> Self {
+        let pairs: &'static [NegationPair] =
+            if profile.is_reference() { &NEG_REF } else { &NEG_DEFAULT };
+        Self {
+            profile,
+            pairs,
+            forms: pairs.iter().map(|p| form(p, text)).collect(),
+            attributes: entity_attributes(text, profile),
         }
     }
-    None
+
+    /// [`check_negation`] against `old`: the first pair where one text has the
+    /// positive form and the other the negated one. A pair the new text has in
+    /// neither form cannot flip, so `old` is not matched against it.
+    fn negation_with(&self, old: &str) -> Option<String> {
+        for (pair, &mine) in self.pairs.iter().zip(&self.forms) {
+            if mine == Form::Neither {
+                continue;
+            }
+            let theirs = form(pair, old);
+            if (mine == Form::Positive && theirs == Form::Negated)
+                || (mine == Form::Negated && theirs == Form::Positive)
+            {
+                return Some(format!(
+                    "Negation detected: '{}' vs '{}'",
+                    pair.pos_src, pair.neg_src
+                ));
+            }
+        }
+        None
+    }
+
+    /// [`check_entity_attribute`] against `old`.
+    fn attribute_with(&self, old: &str) -> Option<String> {
+        if self.attributes.is_empty() {
+            return None;
+        }
+        attribute_conflict(&self.attributes, &entity_attributes(old, self.profile), self.profile)
+    }
 }
 
 fn entity_attributes(text: &str, profile: Profile) -> Vec<(String, String)> {
@@ -338,10 +401,16 @@ fn entity_attributes(text: &str, profile: Profile) -> Vec<(String, String)> {
 /// value; first such pair in text order). Returns the reason.
 #[must_use]
 pub fn check_entity_attribute(new: &str, old: &str, profile: Profile) -> Option<String> {
-    let attrs_new = entity_attributes(new, profile);
-    let attrs_old = entity_attributes(old, profile);
-    for (attr_n, val_n) in &attrs_new {
-        for (attr_o, val_o) in &attrs_old {
+    attribute_conflict(&entity_attributes(new, profile), &entity_attributes(old, profile), profile)
+}
+
+fn attribute_conflict(
+    attrs_new: &[(String, String)],
+    attrs_old: &[(String, String)],
+    profile: Profile,
+) -> Option<String> {
+    for (attr_n, val_n) in attrs_new {
+        for (attr_o, val_o) in attrs_old {
             if attr_n == attr_o && val_n != val_o {
                 let (was, now) =
                     if profile.is_reference() { (val_n, val_o) } else { (val_o, val_n) };
@@ -410,25 +479,29 @@ pub fn detect_scoped(
 ) -> Vec<Contradiction> {
     let mut results: Vec<Contradiction> = Vec::new();
     let mut flagged: Vec<&str> = Vec::new();
-    for s in find_similar(new_content, candidates) {
-        if let Some(reason) = check_negation(new_content, s.content, profile) {
-            results.push(Contradiction {
-                old_id: s.id.to_owned(),
-                reason,
-                confidence: (s.similarity + 0.2).min(1.0),
-                kind: ContradictionKind::Negation,
-            });
-            flagged.push(s.id);
-            continue;
-        }
-        if let Some(reason) = check_entity_attribute(new_content, s.content, profile) {
-            results.push(Contradiction {
-                old_id: s.id.to_owned(),
-                reason,
-                confidence: (s.similarity + 0.1).min(1.0),
-                kind: ContradictionKind::EntityAttribute,
-            });
-            flagged.push(s.id);
+    let similar = find_similar(new_content, candidates);
+    if !similar.is_empty() {
+        let new = NewText::of(new_content, profile);
+        for s in &similar {
+            if let Some(reason) = new.negation_with(s.content) {
+                results.push(Contradiction {
+                    old_id: s.id.to_owned(),
+                    reason,
+                    confidence: (s.similarity + 0.2).min(1.0),
+                    kind: ContradictionKind::Negation,
+                });
+                flagged.push(s.id);
+                continue;
+            }
+            if let Some(reason) = new.attribute_with(s.content) {
+                results.push(Contradiction {
+                    old_id: s.id.to_owned(),
+                    reason,
+                    confidence: (s.similarity + 0.1).min(1.0),
+                    kind: ContradictionKind::EntityAttribute,
+                });
+                flagged.push(s.id);
+            }
         }
     }
     let new_facts = verb_facts(new_content, profile);

@@ -121,7 +121,7 @@ pub fn reconcile(new_content: &str, existing: &[(&str, &str)]) -> DedupDecision 
     let mut best = 0.0_f64;
     let mut best_id: Option<&str> = None;
     for &(id, content) in existing {
-        let sim = similarity_tokens(&new_tokens, &dedup_tokens(content));
+        let sim = similarity_tokens(&new_tokens, &crate::text::tokenize_dedup_memo(content));
         if sim > best {
             best = sim;
             best_id = Some(id);
