@@ -335,24 +335,27 @@ fn form(pair: &NegationPair, text: &str) -> Form {
 
 /// What the checks need of the new text, found once per detection rather than
 /// once per candidate it is compared with.
-struct NewText {
+struct NewText<'a> {
     profile: Profile,
     pairs: &'static [NegationPair],
     /// Its form of each negation pair.
     forms: Vec<Form>,
-    /// Its "the X is Y" attributes.
-    attributes: Vec<(String, String)>,
+    /// Its "the X is Y" attributes, found when first needed (a negation found
+    /// first, or a lone negation check, needs none).
+    attributes: std::cell::OnceCell<Vec<(String, String)>>,
+    text: &'a str,
 }
 
-impl NewText {
-    fn of(text: &str, profile: Profile) -> Self {
+impl<'a> NewText<'a> {
+    fn of(text: &'a str, profile: Profile) -> Self {
         let pairs: &'static [NegationPair] =
             if profile.is_reference() { &NEG_REF } else { &NEG_DEFAULT };
         Self {
             profile,
             pairs,
             forms: pairs.iter().map(|p| form(p, text)).collect(),
-            attributes: entity_attributes(text, profile),
+            attributes: std::cell::OnceCell::new(),
+            text,
         }
     }
 
@@ -379,10 +382,11 @@ impl NewText {
 
     /// [`check_entity_attribute`] against `old`.
     fn attribute_with(&self, old: &str) -> Option<String> {
-        if self.attributes.is_empty() {
+        let mine = self.attributes.get_or_init(|| entity_attributes(self.text, self.profile));
+        if mine.is_empty() {
             return None;
         }
-        attribute_conflict(&self.attributes, &entity_attributes(old, self.profile), self.profile)
+        attribute_conflict(mine, &entity_attributes(old, self.profile), self.profile)
     }
 }
 
