@@ -54,10 +54,9 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::dedup::{dedup_tokens, similarity_tokens};
+use super::dedup::{dedup_tokens, similarity_tokens, stored_tokens};
 use super::sentiment::py_strip;
 use crate::profile::Profile;
-use crate::text::tokenize_dedup_memo;
 
 /// Pre-selection similarity threshold.
 pub const SIMILARITY_THRESHOLD: f64 = 0.3;
@@ -292,7 +291,7 @@ pub fn find_similar<'a>(content: &str, candidates: &[(&'a str, &'a str)]) -> Vec
         .iter()
         .enumerate()
         .filter_map(|(index, &(id, fact))| {
-            let sim = similarity_tokens(&tokens, &tokenize_dedup_memo(fact));
+            let sim = similarity_tokens(&tokens, &stored_tokens(fact));
             (sim >= SIMILARITY_THRESHOLD).then_some(SimilarFact {
                 index,
                 id,

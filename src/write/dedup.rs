@@ -26,9 +26,10 @@
 //! the remaining ones keep their order.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use super::sentiment::py_split;
-use crate::text::tokenize_dedup;
+use crate::text::{tokenize_dedup, tokenize_dedup_memo};
 
 /// Similarity above which a new fact is a duplicate (SKIP).
 pub const SKIP_THRESHOLD: f64 = 0.85;
@@ -67,6 +68,14 @@ pub enum DedupDecision {
 #[must_use]
 pub fn dedup_tokens(text: &str) -> BTreeSet<String> {
     tokenize_dedup(text)
+}
+
+/// [`dedup_tokens`] of a stored fact's text, which comes back as a candidate
+/// observe after observe: from a per-thread memo
+/// ([`crate::text::tokenize_dedup_memo`]).
+#[must_use]
+pub fn stored_tokens(text: &str) -> Arc<BTreeSet<String>> {
+    tokenize_dedup_memo(text)
 }
 
 /// Plain Jaccard index of two token sets (0 when both are empty).
@@ -121,7 +130,7 @@ pub fn reconcile(new_content: &str, existing: &[(&str, &str)]) -> DedupDecision 
     let mut best = 0.0_f64;
     let mut best_id: Option<&str> = None;
     for &(id, content) in existing {
-        let sim = similarity_tokens(&new_tokens, &crate::text::tokenize_dedup_memo(content));
+        let sim = similarity_tokens(&new_tokens, &stored_tokens(content));
         if sim > best {
             best = sim;
             best_id = Some(id);
