@@ -68,6 +68,10 @@ struct Built {
 }
 
 impl bench::Timed for Built {
+    fn paired(&mut self, terms: &[String]) -> anyhow::Result<usize> {
+        Ok(self.tantivy.search(terms, 10).map_err(anyhow::Error::msg)?.len())
+    }
+
     fn time(
         &mut self,
         warm: &[bench::BaselineQuery],

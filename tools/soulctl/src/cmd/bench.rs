@@ -621,6 +621,14 @@ fn measure(
                 None => engines.insert(build_baselines(base, corpus, dir, n, used, &mut row)?),
             };
             timed.time(&warm_terms, &query_terms, &mut run)?;
+            time_paired(
+                a,
+                (warm, queries),
+                (&warm_terms, &query_terms),
+                &path,
+                timed.as_mut(),
+                &mut run,
+            )?;
         }
         runs.push(run);
     }
@@ -884,6 +892,13 @@ pub trait Baselines {
 
 /// Baseline engines built by [`Baselines::build`].
 pub trait Timed {
+    /// Runs one top-10 query of `terms` in the engine that [`time_paired`] times
+    /// query by query beside soulmem (tantivy's): returns the hits.
+    ///
+    /// # Errors
+    /// Whatever the engine reports.
+    fn paired(&mut self, terms: &[String]) -> anyhow::Result<usize>;
+
     /// Runs `warm` untimed, then times a top-10 query for each of `queries` in
     /// each engine (see [`time_queries`]), and adds the figures to `row`.
     ///
@@ -895,6 +910,84 @@ pub trait Timed {
         queries: &[BaselineQuery],
         row: &mut Map<String, Value>,
     ) -> anyhow::Result<()>;
+}
+
+/// Times soulmem's recall and the paired baseline ([`Timed::paired`]) query by
+/// query, on a fresh copy of the store at `path` as built, and adds
+/// `paired_recall_p50_ms`, `paired_tantivy_p50_ms`, their per-kind p50s and
+/// `paired_tantivy_ratio` (the first p50 over the second) to `row`.
+///
+/// The other figures time each engine in a phase of its own, minutes apart; this
+/// VM's speed drifts by ±25% within minutes, which moves their ratio as much as
+/// any change to the code does. Here each query runs in both engines back to
+/// back (which goes first alternates), after the same warm-up queries, so a slow
+/// phase slows both.
+fn time_paired(
+    a: &ScaleArgs,
+    (warm, queries): (&[SynthQuery], &[SynthQuery]),
+    (warm_terms, query_terms): (&[BaselineQuery], &[BaselineQuery]),
+    path: &Path,
+    engine: &mut dyn Timed,
+    row: &mut Map<String, Value>,
+) -> anyhow::Result<()> {
+    let copy = working_copy(path, "paired.redb")?;
+    let mut builder = Memory::builder();
+    if let Some(mb) = a.cache_mb {
+        builder = builder.cache_bytes(mb << 20);
+    }
+    let mem = builder.open(&copy)?;
+    mem.wait_for_prewarm()?;
+    let pb = bar((warm.len() + queries.len()) as u64, "paired".to_owned());
+    for (q, t) in warm.iter().zip(warm_terms) {
+        mem.recall(&RecallQuery::new(&q.text))?;
+        engine.paired(&t.terms)?;
+        pb.inc(1);
+    }
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for (i, (q, t)) in queries.iter().zip(query_terms).enumerate() {
+        let soulmem = || -> anyhow::Result<f64> {
+            let s = Instant::now();
+            mem.recall(&RecallQuery::new(&q.text))?;
+            Ok(ms(s.elapsed()))
+        };
+        let baseline = |e: &mut dyn Timed| -> anyhow::Result<f64> {
+            let s = Instant::now();
+            e.paired(&t.terms)?;
+            Ok(ms(s.elapsed()))
+        };
+        if i % 2 == 0 {
+            ours.push(soulmem()?);
+            theirs.push(baseline(engine)?);
+        } else {
+            theirs.push(baseline(engine)?);
+            ours.push(soulmem()?);
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    drop(mem);
+    let _ = soulmem::storage::remove_store(&copy);
+    row.extend(paired_figures(&ours, &theirs, queries.iter().map(|q| q.kind)));
+    Ok(())
+}
+
+/// The figures of [`time_paired`] from soulmem's and the baseline's milliseconds
+/// per query (`ours[i]` and `theirs[i]` are the same query, of kind `kinds[i]`).
+fn paired_figures(
+    ours: &[f64],
+    theirs: &[f64],
+    kinds: impl IntoIterator<Item = &'static str> + Clone,
+) -> Map<String, Value> {
+    let mut row = Map::new();
+    row.insert("paired_recall_p50_ms_by_kind".into(), p50_by_kind(ours, kinds.clone()));
+    row.insert("paired_tantivy_p50_ms_by_kind".into(), p50_by_kind(theirs, kinds));
+    let p_ours = quantile(&mut ours.to_vec(), 0.5);
+    let p_theirs = quantile(&mut theirs.to_vec(), 0.5);
+    row.insert("paired_recall_p50_ms".into(), round3(p_ours));
+    row.insert("paired_tantivy_p50_ms".into(), round3(p_theirs));
+    let ratio = if p_theirs > 0.0 { round3(p_ours / p_theirs) } else { Value::Null };
+    row.insert("paired_tantivy_ratio".into(), ratio);
+    row
 }
 
 /// The p50 of `times` per query kind, as a JSON object.
@@ -988,6 +1081,7 @@ const COLUMNS: &[&str] = &[
     "recall_concurrent_p99_ms",
     "observe_concurrent_p50_ms",
     "tantivy_p50_ms",
+    "paired_tantivy_ratio",
     "sqlite_p50_ms",
     "bytes_per_memory",
     "peak_rss_mb",
@@ -1019,6 +1113,8 @@ fn print_table(out: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn row(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
@@ -1049,6 +1145,91 @@ mod tests {
         assert_eq!(m["p50"], json!(0.3));
         assert_eq!(m["mb"], json!(8));
         assert!(median_rows(&[]).is_empty());
+    }
+
+    #[test]
+    fn paired_figures_are_each_engines_p50_and_their_ratio() {
+        let ours = [0.4, 0.1, 0.9, 0.3];
+        let theirs = [0.2, 0.05, 0.1, 0.1];
+        let kinds = ["fact", "entity", "multi", "fact"];
+        let r = paired_figures(&ours, &theirs, kinds);
+        // Nearest-rank p50 of four: the second smallest.
+        assert_eq!(r["paired_recall_p50_ms"], json!(0.3));
+        assert_eq!(r["paired_tantivy_p50_ms"], json!(0.1));
+        assert_eq!(r["paired_tantivy_ratio"], json!(3.0));
+        assert_eq!(r["paired_recall_p50_ms_by_kind"]["fact"], json!(0.3));
+        assert_eq!(r["paired_tantivy_p50_ms_by_kind"]["multi"], json!(0.1));
+        // A baseline timed at zero has no ratio.
+        assert_eq!(paired_figures(&[0.1], &[0.0], ["fact"])["paired_tantivy_ratio"], Value::Null);
+    }
+
+    /// A stand-in for the baselines of `compare/`: finds nothing, counts its
+    /// paired queries.
+    struct Stub(Arc<AtomicUsize>);
+
+    impl Baselines for Stub {
+        fn build(
+            &self,
+            docs: &[BaselineDoc],
+            _dir: &Path,
+            _n: u64,
+            row: &mut Map<String, Value>,
+        ) -> anyhow::Result<Box<dyn Timed>> {
+            row.insert("stub_docs".into(), json!(docs.len()));
+            Ok(Box::new(Stub(Arc::clone(&self.0))))
+        }
+    }
+
+    impl Timed for Stub {
+        fn paired(&mut self, _terms: &[String]) -> anyhow::Result<usize> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Ok(0)
+        }
+        fn time(
+            &mut self,
+            warm: &[BaselineQuery],
+            queries: &[BaselineQuery],
+            row: &mut Map<String, Value>,
+        ) -> anyhow::Result<()> {
+            time_queries("tantivy", warm, queries, row, &mut |_| Ok(0))
+        }
+    }
+
+    #[test]
+    fn compare_pairs_each_query_with_the_baseline_in_every_pass() -> anyhow::Result<()> {
+        let dir = std::env::temp_dir().join(format!("soulmem-bench-pair-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let json_out = dir.join("out.json");
+        let a = ScaleArgs {
+            sizes: vec![300],
+            compare: true,
+            json: Some(json_out.clone()),
+            dir: Some(dir.clone()),
+            keep: false,
+            queries: 6,
+            observes: 2,
+            batch: 20,
+            batches: 1,
+            seed: 42,
+            cache_mb: None,
+            runs: 2,
+        };
+        let calls = Arc::new(AtomicUsize::new(0));
+        scale(a, Some(&Stub(Arc::clone(&calls))))?;
+        let out: Value = serde_json::from_str(&std::fs::read_to_string(&json_out)?)?;
+        let r = &out["sizes"][0];
+        assert_eq!(r["stub_docs"], json!(300));
+        // Each pass: the 6 warm-up queries and the 6 timed ones, once each.
+        assert_eq!(calls.load(Ordering::Relaxed), 2 * (6 + 6));
+        for run in r["each_run"].as_array().cloned().unwrap_or_default() {
+            assert!(run["paired_recall_p50_ms"].as_f64().is_some_and(|x| x > 0.0), "{run}");
+            assert!(run["paired_tantivy_p50_ms"].is_number(), "{run}");
+            assert!(run["paired_recall_p50_ms_by_kind"].is_object(), "{run}");
+        }
+        // The paired copy is gone; the store as built stays until the run ends.
+        assert!(!dir.join("soulmem-300.paired.redb").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
     }
 
     #[test]
