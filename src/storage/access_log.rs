@@ -24,7 +24,7 @@
 //! syncs the last commit of each run and one in sixteen. At rest, a crash loses
 //! at most the records not yet written, never a memory.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -57,9 +57,14 @@ struct State {
     last: u64,
     /// Number of the last record the store holds (records are written in order).
     written: u64,
-    /// Per memory, its records in order: `(number, when)`. Written records stay
-    /// while a read that began before they were written may still need them.
-    by_doc: HashMap<u64, Vec<(u64, Timestamp)>>,
+    /// Every record held, in number order: `(number, docno, when)`. Written
+    /// records stay while a read that began before they were written may still
+    /// need them. Records are made, written and dropped in number order, so each
+    /// of those steps touches only the records it makes, writes or drops, however
+    /// many wait behind them.
+    order: VecDeque<(u64, u64, Timestamp)>,
+    /// The same records per memory, in order: `(number, when)`.
+    by_doc: HashMap<u64, VecDeque<(u64, Timestamp)>>,
     /// Open reads, by the `written` they began after: a read needs the records
     /// after its own.
     readers: std::collections::BTreeMap<u64, usize>,
@@ -68,39 +73,49 @@ struct State {
     epoch: u64,
 }
 
-/// The records of `recs` numbered in `(after, upto]`, in order.
-fn in_range(
-    recs: &[(u64, Timestamp)],
-    after: u64,
-    upto: u64,
-) -> impl Iterator<Item = (u64, Timestamp)> + '_ {
-    recs.iter().copied().filter(move |&(seq, _)| seq > after && seq <= upto)
-}
-
 /// The times of `recs` numbered in `(after, upto]`, in order.
-fn times_in(recs: &[(u64, Timestamp)], after: u64, upto: u64) -> Vec<Timestamp> {
-    in_range(recs, after, upto).map(|(_, t)| t).collect()
+fn times_in(recs: &VecDeque<(u64, Timestamp)>, after: u64, upto: u64) -> Vec<Timestamp> {
+    recs.iter().filter(|&&(seq, _)| seq > after && seq <= upto).map(|&(_, t)| t).collect()
 }
 
 impl State {
-    /// Per memory, the times of its records numbered in `(after, upto]`.
-    fn times_between(&self, after: u64, upto: u64) -> impl Iterator<Item = (u64, Vec<Timestamp>)> {
-        self.by_doc
-            .iter()
-            .map(move |(&d, recs)| (d, times_in(recs, after, upto)))
-            .filter(|(_, times)| !times.is_empty())
+    /// The records numbered in `(after, upto]`, in order.
+    fn between(&self, after: u64, upto: u64) -> impl Iterator<Item = &(u64, u64, Timestamp)> {
+        let from = self.order.partition_point(|&(seq, _, _)| seq <= after);
+        self.order.range(from..).take_while(move |&&(seq, _, _)| seq <= upto)
     }
 
-    /// Drops the records no open read needs (written, and held by every snapshot).
+    /// Per memory (in docno order), the times of its records numbered in
+    /// `(after, upto]`, in order.
+    fn times_between(&self, after: u64, upto: u64) -> Vec<(u64, Vec<Timestamp>)> {
+        let mut per: HashMap<u64, Vec<Timestamp>> = HashMap::new();
+        for &(_, docno, at) in self.between(after, upto) {
+            per.entry(docno).or_default().push(at);
+        }
+        let mut out: Vec<(u64, Vec<Timestamp>)> = per.into_iter().collect();
+        out.sort_unstable_by_key(|(d, _)| *d);
+        out
+    }
+
+    /// Drops the records no open read needs (written, and held by every
+    /// snapshot), oldest first. Returns how many.
     fn collect(&mut self) -> usize {
         let keep_after = self.readers.keys().next().map_or(self.written, |&r| r.min(self.written));
         let mut dropped = 0usize;
-        self.by_doc.retain(|_, recs| {
-            let before = recs.len();
-            recs.retain(|(seq, _)| *seq > keep_after);
-            dropped += before - recs.len();
-            !recs.is_empty()
-        });
+        while let Some(&(seq, docno, _)) = self.order.front() {
+            if seq > keep_after {
+                break;
+            }
+            self.order.pop_front();
+            dropped += 1;
+            // A memory's records are in number order too: this is its oldest.
+            if let Some(recs) = self.by_doc.get_mut(&docno) {
+                recs.pop_front();
+                if recs.is_empty() {
+                    self.by_doc.remove(&docno);
+                }
+            }
+        }
         dropped
     }
 }
@@ -142,6 +157,7 @@ impl AccessLog {
             state: Mutex::new(State {
                 last: applied,
                 written: applied,
+                order: VecDeque::new(),
                 by_doc: HashMap::new(),
                 readers: std::collections::BTreeMap::new(),
                 epoch: 0,
@@ -183,7 +199,8 @@ impl AccessLog {
         for &d in docnos {
             s.last += 1;
             let seq = s.last;
-            s.by_doc.entry(d).or_default().push((seq, at));
+            s.order.push_back((seq, d, at));
+            s.by_doc.entry(d).or_default().push_back((seq, at));
         }
         self.held.fetch_add(docnos.len(), Ordering::AcqRel);
         let pending = usize::try_from(s.last - s.written).unwrap_or(usize::MAX);
@@ -207,6 +224,7 @@ impl AccessLog {
         let mut s = self.state.lock();
         s.epoch += 1;
         s.written = s.last;
+        s.order.clear();
         s.by_doc.clear();
         self.held.store(0, Ordering::Release);
         self.pending.store(0, Ordering::Release);
@@ -216,20 +234,8 @@ impl AccessLog {
     /// the number of the last of them (`applied` when there are none).
     pub(crate) fn unapplied(&self, applied: u64, limit: u64) -> (Unapplied, u64) {
         let s = self.state.lock();
-        let mut last = applied;
-        let mut out: Unapplied = Vec::new();
-        for (&d, recs) in &s.by_doc {
-            let mut times = Vec::new();
-            for (seq, t) in in_range(recs, applied, limit) {
-                times.push(t);
-                last = last.max(seq);
-            }
-            if !times.is_empty() {
-                out.push((d, times));
-            }
-        }
-        out.sort_unstable_by_key(|(d, _)| *d);
-        (out, last)
+        let last = s.between(applied, limit).last().map_or(applied, |&(seq, _, _)| seq);
+        (s.times_between(applied, limit), last)
     }
 
     /// Number of the last record made.
@@ -294,7 +300,7 @@ impl AccessView {
     pub(crate) fn frozen(&self) -> Self {
         match self {
             Self::Live { log, applied, upto, .. } => {
-                let copy = log.state.lock().times_between(*applied, *upto).collect();
+                let copy = log.state.lock().times_between(*applied, *upto).into_iter().collect();
                 Self::Frozen { times: Arc::new(copy), cap: log.cap() }
             }
             other => other.clone(),
@@ -323,6 +329,112 @@ impl AccessView {
         let (times, cap) = self.times(docno);
         for t in times {
             info.record_access(time::to_micros(&t), cap);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One step of a store's use of its log.
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// A recall returning these memories.
+        Record(Vec<u64>),
+        /// A read begins (kept open until a later `EndRead`).
+        BeginRead,
+        /// The oldest open read ends.
+        EndRead,
+        /// The writer writes up to this many records in one commit.
+        Write(u64),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            3 => proptest::collection::vec(0u64..12, 1..6).prop_map(Step::Record),
+            1 => Just(Step::BeginRead),
+            1 => Just(Step::EndRead),
+            2 => (1u64..40).prop_map(Step::Write),
+        ]
+    }
+
+    fn at(i: u64) -> Timestamp {
+        time::from_micros(1_700_000_000_000_000 + i64::try_from(i).unwrap_or(0))
+    }
+
+    /// The records of `all` numbered in `(after, upto]`, per memory in docno order.
+    fn model_range(all: &[(u64, u64, Timestamp)], after: u64, upto: u64) -> Unapplied {
+        let mut per: std::collections::BTreeMap<u64, Vec<Timestamp>> = Default::default();
+        for &(seq, d, t) in all {
+            if seq > after && seq <= upto {
+                per.entry(d).or_default().push(t);
+            }
+        }
+        per.into_iter().collect()
+    }
+
+    proptest! {
+        /// Against a model that keeps every record: what the writer takes, what an
+        /// open read sees, and how many records are held (only those some read or
+        /// the writer may still need).
+        #[test]
+        fn the_log_answers_as_a_model_that_forgets_nothing(
+            steps in proptest::collection::vec(step(), 1..120),
+        ) {
+            let log = Arc::new(AccessLog::new(0, 5));
+            let mut all: Vec<(u64, u64, Timestamp)> = Vec::new();
+            let mut reads: std::collections::VecDeque<(ReadGuard, u64, u64)> = Default::default();
+            let mut applied = 0u64;
+            for (i, s) in steps.into_iter().enumerate() {
+                match s {
+                    Step::Record(docs) => {
+                        let t = at(i as u64);
+                        log.record(&docs, t, 0);
+                        for d in docs {
+                            all.push((all.len() as u64 + 1, d, t));
+                        }
+                    }
+                    Step::BeginRead => {
+                        let (g, upto) = AccessLog::open_read(&log);
+                        reads.push_back((g, applied, upto));
+                    }
+                    Step::EndRead => {
+                        reads.pop_front();
+                    }
+                    Step::Write(n) => {
+                        let limit = applied + n;
+                        let (taken, last) = log.unapplied(applied, limit);
+                        prop_assert_eq!(&taken, &model_range(&all, applied, limit));
+                        prop_assert_eq!(last, limit.min(all.len() as u64).max(applied));
+                        if last > applied {
+                            log.committed(last);
+                            applied = last;
+                        }
+                    }
+                }
+                prop_assert_eq!(log.pending(), all.len() - applied as usize);
+                // Every open read still sees the records its snapshot lacks.
+                for (_, after, upto) in &reads {
+                    for d in 0..12 {
+                        let want: Vec<Timestamp> = model_range(&all, *after, *upto)
+                            .into_iter()
+                            .find(|(x, _)| *x == d)
+                            .map(|(_, t)| t)
+                            .unwrap_or_default();
+                        prop_assert_eq!(log.times(d, *after, *upto), want);
+                    }
+                }
+                // Held: from the oldest record an open read or the writer needs.
+                let keep_after = reads.iter().map(|r| r.1).min().unwrap_or(applied).min(applied);
+                let held = all.len() - keep_after as usize;
+                let s = log.state.lock();
+                prop_assert_eq!(s.order.len(), held);
+                prop_assert_eq!(s.by_doc.values().map(VecDeque::len).sum::<usize>(), held);
+                drop(s);
+                prop_assert_eq!(log.held.load(Ordering::Acquire), held);
+            }
         }
     }
 }
