@@ -73,11 +73,6 @@ struct State {
     epoch: u64,
 }
 
-/// The times of `recs` numbered in `(after, upto]`, in order.
-fn times_in(recs: &VecDeque<(u64, Timestamp)>, after: u64, upto: u64) -> Vec<Timestamp> {
-    recs.iter().filter(|&&(seq, _)| seq > after && seq <= upto).map(|&(_, t)| t).collect()
-}
-
 impl State {
     /// The records numbered in `(after, upto]`, in order.
     fn between(&self, after: u64, upto: u64) -> impl Iterator<Item = &(u64, u64, Timestamp)> {
@@ -262,13 +257,28 @@ impl AccessLog {
         self.held.fetch_sub(dropped, Ordering::AcqRel);
     }
 
-    /// The records of `docno` in `(applied, upto]`, in order.
-    fn times(&self, docno: u64, applied: u64, upto: u64) -> Vec<Timestamp> {
+    /// Calls `f` with the time of each record of `docno` in `(applied, upto]`, in
+    /// order, under the log's lock (no copy of them is made).
+    fn each_time(&self, docno: u64, applied: u64, upto: u64, mut f: impl FnMut(Timestamp)) {
         if self.held.load(Ordering::Acquire) == 0 {
-            return Vec::new();
+            return;
         }
         let s = self.state.lock();
-        s.by_doc.get(&docno).map_or_else(Vec::new, |recs| times_in(recs, applied, upto))
+        if let Some(recs) = s.by_doc.get(&docno) {
+            for &(seq, t) in recs {
+                if seq > applied && seq <= upto {
+                    f(t);
+                }
+            }
+        }
+    }
+
+    /// The records of `docno` in `(applied, upto]`, in order.
+    #[cfg(test)]
+    fn times(&self, docno: u64, applied: u64, upto: u64) -> Vec<Timestamp> {
+        let mut out = Vec::new();
+        self.each_time(docno, applied, upto, |t| out.push(t));
+        out
     }
 }
 
@@ -307,29 +317,31 @@ impl AccessView {
         }
     }
 
-    /// The pending accesses of `docno`, in order, and the timestamps kept.
-    fn times(&self, docno: u64) -> (Vec<Timestamp>, usize) {
+    /// Calls `f` with each pending access of `docno`, in order, and the
+    /// timestamps kept.
+    fn each_time(&self, docno: u64, mut f: impl FnMut(Timestamp, usize)) {
         match self {
-            Self::None => (Vec::new(), 0),
-            Self::Live { log, applied, upto, .. } => (log.times(docno, *applied, *upto), log.cap()),
-            Self::Frozen { times, cap } => (times.get(&docno).cloned().unwrap_or_default(), *cap),
+            Self::None => {}
+            Self::Live { log, applied, upto, .. } => {
+                let cap = log.cap();
+                log.each_time(docno, *applied, *upto, |t| f(t, cap));
+            }
+            Self::Frozen { times, cap } => {
+                for &t in times.get(&docno).map_or(&[][..], Vec::as_slice) {
+                    f(t, *cap);
+                }
+            }
         }
     }
 
     /// Adds the pending accesses of `docno` to its entry.
     pub(crate) fn entry(&self, docno: u64, e: &mut MemoryEntry) {
-        let (times, cap) = self.times(docno);
-        for t in times {
-            e.record_access(t, cap);
-        }
+        self.each_time(docno, |t, cap| e.record_access(t, cap));
     }
 
     /// Adds the pending accesses of `docno` to its compact record.
     pub(crate) fn info(&self, docno: u64, info: &mut DocInfo) {
-        let (times, cap) = self.times(docno);
-        for t in times {
-            info.record_access(time::to_micros(&t), cap);
-        }
+        self.each_time(docno, |t, cap| info.record_access(time::to_micros(&t), cap));
     }
 }
 
