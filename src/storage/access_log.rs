@@ -81,15 +81,18 @@ impl State {
     }
 
     /// Per memory (in docno order), the times of its records numbered in
-    /// `(after, upto]`, in order.
-    fn times_between(&self, after: u64, upto: u64) -> Vec<(u64, Vec<Timestamp>)> {
+    /// `(after, upto]`, in order; and the number of the last of them (`after`
+    /// when there are none).
+    fn times_between(&self, after: u64, upto: u64) -> (Vec<(u64, Vec<Timestamp>)>, u64) {
         let mut per: HashMap<u64, Vec<Timestamp>> = HashMap::new();
-        for &(_, docno, at) in self.between(after, upto) {
+        let mut last = after;
+        for &(seq, docno, at) in self.between(after, upto) {
             per.entry(docno).or_default().push(at);
+            last = seq;
         }
         let mut out: Vec<(u64, Vec<Timestamp>)> = per.into_iter().collect();
         out.sort_unstable_by_key(|(d, _)| *d);
-        out
+        (out, last)
     }
 
     /// Drops the records no open read needs (written, and held by every
@@ -228,9 +231,7 @@ impl AccessLog {
     /// The records numbered in `(applied, limit]`, per memory in docno order, and
     /// the number of the last of them (`applied` when there are none).
     pub(crate) fn unapplied(&self, applied: u64, limit: u64) -> (Unapplied, u64) {
-        let s = self.state.lock();
-        let last = s.between(applied, limit).last().map_or(applied, |&(seq, _, _)| seq);
-        (s.times_between(applied, limit), last)
+        self.state.lock().times_between(applied, limit)
     }
 
     /// Number of the last record made.
@@ -310,7 +311,7 @@ impl AccessView {
     pub(crate) fn frozen(&self) -> Self {
         match self {
             Self::Live { log, applied, upto, .. } => {
-                let copy = log.state.lock().times_between(*applied, *upto).into_iter().collect();
+                let copy = log.state.lock().times_between(*applied, *upto).0.into_iter().collect();
                 Self::Frozen { times: Arc::new(copy), cap: log.cap() }
             }
             other => other.clone(),

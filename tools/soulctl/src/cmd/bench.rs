@@ -674,6 +674,19 @@ fn build(
     Ok(used)
 }
 
+/// Opens the store at `path` to be measured, as an application would (durable
+/// writes, the cache `a` asks for), once the prewarm of its ranking records is
+/// done: every figure is timed in that steady state.
+fn open_measured(a: &ScaleArgs, path: &Path) -> anyhow::Result<Memory> {
+    let mut builder = Memory::builder();
+    if let Some(mb) = a.cache_mb {
+        builder = builder.cache_bytes(mb << 20);
+    }
+    let mem = builder.open(path)?;
+    mem.wait_for_prewarm()?;
+    Ok(mem)
+}
+
 /// One measurement pass over the store built at `path` (of `n` memories from the
 /// first `used` exchanges): recall, observes, batched ingest, recall with observes
 /// running. Runs on a copy unless this is the only pass and the store need not be
@@ -697,13 +710,7 @@ fn measure_once(
     } else {
         path.to_path_buf()
     };
-    let mut builder = Memory::builder();
-    if let Some(mb) = a.cache_mb {
-        builder = builder.cache_bytes(mb << 20);
-    }
-    let mem = builder.open(&measured)?;
-    // Timed in its steady state: the ranking records read into the page cache.
-    mem.wait_for_prewarm()?;
+    let mem = open_measured(a, &measured)?;
     let stats = mem.stats()?;
     row.insert("memories".into(), json!(mem.count()?));
     row.insert("index_rows".into(), serde_json::to_value(&stats.index_rows)?);
@@ -931,12 +938,7 @@ fn time_paired(
     row: &mut Map<String, Value>,
 ) -> anyhow::Result<()> {
     let copy = working_copy(path, "paired.redb")?;
-    let mut builder = Memory::builder();
-    if let Some(mb) = a.cache_mb {
-        builder = builder.cache_bytes(mb << 20);
-    }
-    let mem = builder.open(&copy)?;
-    mem.wait_for_prewarm()?;
+    let mem = open_measured(a, &copy)?;
     let pb = bar((warm.len() + queries.len()) as u64, "paired".to_owned());
     for (q, t) in warm.iter().zip(warm_terms) {
         mem.recall(&RecallQuery::new(&q.text))?;
