@@ -97,7 +97,8 @@ pub struct ScaleArgs {
     /// Store sizes in memories, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
     sizes: Vec<u64>,
-    /// Also measure tantivy and SQLite FTS5 on the same documents and terms.
+    /// Also measure tantivy and SQLite FTS5 on the same documents and terms, and
+    /// time soulmem and tantivy once more query by query (`paired_*` figures).
     #[arg(long)]
     compare: bool,
     /// Write the results as JSON here.
@@ -129,7 +130,8 @@ pub struct ScaleArgs {
     #[arg(long)]
     cache_mb: Option<usize>,
     /// Measurement passes per size, each on a fresh copy of the store as built
-    /// (with `--compare`, each pass times the baselines right after soulmem). The
+    /// (with `--compare`, each pass times the baselines right after soulmem, then
+    /// soulmem and tantivy query by query on another fresh copy). The
     /// row reports the median of each figure and the JSON keeps every pass under
     /// `each_run`: this VM's speed drifts by ±25% within minutes, so one pass can
     /// land either side of a target.
