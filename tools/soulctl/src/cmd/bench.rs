@@ -94,7 +94,9 @@ pub struct RecallArgs {
 /// `bench scale` arguments.
 #[derive(ClapArgs, Debug)]
 pub struct ScaleArgs {
-    /// Store sizes in memories, comma-separated.
+    /// Store sizes in memories, comma-separated. With more than one, once every
+    /// size is measured, recall and observe are timed again on all of them side by
+    /// side (`interleaved_*` figures, with ratios to the smallest size).
     #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
     sizes: Vec<u64>,
     /// Also measure tantivy and SQLite FTS5 on the same documents and terms, and
@@ -134,7 +136,8 @@ pub struct ScaleArgs {
     /// soulmem and tantivy query by query on another fresh copy). The
     /// row reports the median of each figure and the JSON keeps every pass under
     /// `each_run`: this VM's speed drifts by ±25% within minutes, so one pass can
-    /// land either side of a target.
+    /// land either side of a target. The side-by-side timing of several sizes
+    /// runs as many passes.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=20))]
     runs: u64,
 }
@@ -304,12 +307,30 @@ fn scale(a: ScaleArgs, baselines: Option<&dyn Baselines>) -> anyhow::Result<Exit
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let corpus = Corpus::new(a.seed);
     let (queries, warm) = timed_and_warm_up(&corpus, a.queries);
-    let mut sizes = Vec::new();
+    let mut rows = Vec::new();
+    let mut built = Vec::new();
     for &n in &a.sizes {
-        let row = measure(&a, baselines, &corpus, (&warm, &queries), &dir, n)?;
+        let (row, used) = measure(&a, baselines, &corpus, (&warm, &queries), &dir, n)?;
         print_row(&row);
-        sizes.push(Value::Object(row));
+        rows.push(row);
+        built.push(Built { n, path: store_path(&dir, n), used });
     }
+    if built.len() > 1 {
+        let mut passes = Vec::new();
+        for _ in 0..a.runs {
+            passes.push(time_interleaved(&a, &corpus, (&warm, &queries), &built)?);
+        }
+        for (i, row) in rows.iter_mut().enumerate() {
+            let mine: Vec<Map<String, Value>> =
+                passes.iter().filter_map(|p| p.get(i).cloned()).collect();
+            row.extend(median_rows(&mine));
+            if mine.len() > 1 {
+                let each = mine.into_iter().map(Value::Object).collect();
+                row.insert("interleaved_each_run".into(), Value::Array(each));
+            }
+        }
+    }
+    let sizes: Vec<Value> = rows.into_iter().map(Value::Object).collect();
     let out = json!({ "machine": machine(), "command": std::env::args().collect::<Vec<_>>().join(" "), "sizes": sizes });
     print_table(&out);
     if let Some(p) = &a.json {
@@ -597,6 +618,9 @@ fn opts(user_id: &str, domain: &str) -> ObserveOptions {
     ObserveOptions { user_id: Some(user_id.to_owned()), domain: domain.to_owned() }
 }
 
+/// Builds the store of `n` memories in `dir` and measures it `a.runs` times (with
+/// the baselines when asked). Returns its row, with the median of each figure
+/// over the passes, and the number of exchanges it was built from.
 fn measure(
     a: &ScaleArgs,
     baselines: Option<&dyn Baselines>,
@@ -604,10 +628,10 @@ fn measure(
     (warm, queries): (&[SynthQuery], &[SynthQuery]),
     dir: &Path,
     n: u64,
-) -> anyhow::Result<Map<String, Value>> {
+) -> anyhow::Result<(Map<String, Value>, u64)> {
     let mut row = Map::new();
     row.insert("n".into(), json!(n));
-    let path = dir.join(format!("soulmem-{n}.redb"));
+    let path = store_path(dir, n);
     let used = build(corpus, &path, n, &mut row)?;
     let base = baselines.filter(|_| a.compare);
     let mut engines: Option<Box<dyn Timed>> = None;
@@ -644,7 +668,128 @@ fn measure(
     if runs.len() > 1 {
         row.insert("each_run".into(), Value::Array(runs.into_iter().map(Value::Object).collect()));
     }
-    Ok(row)
+    Ok((row, used))
+}
+
+/// A store as built by [`measure`], kept until the end of the run.
+struct Built {
+    /// Its memories.
+    n: u64,
+    /// Its file.
+    path: PathBuf,
+    /// The corpus exchanges it was built from (new exchanges start here).
+    used: u64,
+}
+
+/// Operations each store runs in a row in [`time_interleaved`].
+const BLOCK: usize = 10;
+
+/// The order in which [`time_interleaved`] runs `ops` operations on each of
+/// `stores` stores: `(store, op)` pairs, in blocks of [`BLOCK`] operations of
+/// one store; each block of operations runs on every store in turn, and the store
+/// that goes first rotates from one block to the next.
+fn interleaving(stores: usize, ops: usize) -> Vec<(usize, usize)> {
+    let mut order = Vec::with_capacity(stores * ops);
+    for (b, start) in (0..ops).step_by(BLOCK).enumerate() {
+        for k in 0..stores {
+            let store = (b + k) % stores;
+            order.extend((start..(start + BLOCK).min(ops)).map(|op| (store, op)));
+        }
+    }
+    order
+}
+
+/// Times recall and single durable observes on every store of `built` in one
+/// phase, on a fresh copy of each as built, interleaved ([`interleaving`]):
+/// each store first runs the warm-up queries untimed, then the timed queries,
+/// then, once the recalls' access records are written, `a.observes` single
+/// observes of new exchanges. Returns, per store, `interleaved_recall_p50_ms`
+/// and `interleaved_observe_p50_ms`, and their ratios to the smallest store's
+/// (`interleaved_recall_ratio`, `interleaved_observe_ratio`).
+///
+/// The targets bound the cost at 1M memories by 1.5× the cost at 10k. Measured
+/// in each size's own phase, minutes apart, the ratio moves with this VM's
+/// speed, which drifts by ±25% within minutes; here both sizes run in the same
+/// minute. Blocks keep most operations from running right after another
+/// store's, whose data would have displaced theirs from the CPU caches.
+fn time_interleaved(
+    a: &ScaleArgs,
+    corpus: &Corpus,
+    (warm, queries): (&[SynthQuery], &[SynthQuery]),
+    built: &[Built],
+) -> anyhow::Result<Vec<Map<String, Value>>> {
+    let mut mems = Vec::with_capacity(built.len());
+    let mut copies = Vec::with_capacity(built.len());
+    for b in built {
+        let copy = working_copy(&b.path, "interleaved.redb")?;
+        mems.push(open_measured(a, &copy)?);
+        copies.push(copy);
+    }
+    let k = built.len();
+    let pb = bar(
+        (k * (warm.len() + queries.len() + a.observes)) as u64,
+        "sizes side by side".to_owned(),
+    );
+    for (store, op) in interleaving(k, warm.len()) {
+        mems[store].recall(&RecallQuery::new(&warm[op].text))?;
+        pb.inc(1);
+    }
+    let mut recalls = vec![vec![0.0; queries.len()]; k];
+    for (store, op) in interleaving(k, queries.len()) {
+        let t = Instant::now();
+        mems[store].recall(&RecallQuery::new(&queries[op].text))?;
+        recalls[store][op] = ms(t.elapsed());
+        pb.inc(1);
+    }
+    for mem in &mems {
+        settle(mem);
+    }
+    let mut next: Vec<u64> = built.iter().map(|b| b.used).collect();
+    let mut observes = vec![vec![0.0; a.observes]; k];
+    for (store, op) in interleaving(k, a.observes) {
+        observes[store][op] = observe_next(&mems[store], corpus, &mut next[store])?;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    drop(mems);
+    for copy in &copies {
+        let _ = soulmem::storage::remove_store(copy);
+    }
+    let smallest = built.iter().enumerate().min_by_key(|(_, b)| b.n).map_or(0, |(i, _)| i);
+    Ok(interleaved_figures(&recalls, &observes, smallest))
+}
+
+/// The figures of [`time_interleaved`] from each store's recall and observe
+/// milliseconds; ratios are to store `base`'s p50s.
+fn interleaved_figures(
+    recalls: &[Vec<f64>],
+    observes: &[Vec<f64>],
+    base: usize,
+) -> Vec<Map<String, Value>> {
+    let p50 = |v: &[f64]| quantile(&mut v.to_vec(), 0.5);
+    let ratio = |x: f64, of: f64| if of > 0.0 { round3(x / of) } else { Value::Null };
+    let (base_recall, base_observe) = (
+        recalls.get(base).map_or(f64::NAN, |v| p50(v)),
+        observes.get(base).map_or(f64::NAN, |v| p50(v)),
+    );
+    recalls
+        .iter()
+        .zip(observes)
+        .map(|(r, o)| {
+            let (r, o) = (p50(r), p50(o));
+            let mut row = Map::new();
+            row.insert("interleaved_recall_p50_ms".into(), round3(r));
+            row.insert("interleaved_observe_p50_ms".into(), round3(o));
+            row.insert("interleaved_recall_ratio".into(), ratio(r, base_recall));
+            row.insert("interleaved_observe_ratio".into(), ratio(o, base_observe));
+            row
+        })
+        .collect()
+}
+
+/// Where the store of `n` memories is built in `dir`.
+fn store_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("soulmem-{n}.redb"))
 }
 
 /// Builds the store of `n` memories at `path` and adds its build figures to
@@ -705,9 +850,10 @@ fn measure_once(
     let rss_reset = reset_peak_rss();
     // Measured on the store opened as an application would (durable writes).
     // With --keep the store is kept as built (so `bench recall` and `bench ingest`
-    // on it start from what was measured here), and with several passes each
-    // starts from it: a copy is measured.
-    let measured = if a.keep || a.runs > 1 {
+    // on it start from what was measured here), and with several passes, or
+    // several sizes (measured again side by side at the end), each starts from
+    // it: a copy is measured.
+    let measured = if a.keep || a.runs > 1 || a.sizes.len() > 1 {
         working_copy(path, "measured.redb")?
     } else {
         path.to_path_buf()
@@ -1086,6 +1232,8 @@ const COLUMNS: &[&str] = &[
     "observe_concurrent_p50_ms",
     "tantivy_p50_ms",
     "paired_tantivy_ratio",
+    "interleaved_recall_ratio",
+    "interleaved_observe_ratio",
     "sqlite_p50_ms",
     "bytes_per_memory",
     "peak_rss_mb",
@@ -1232,6 +1380,96 @@ mod tests {
         }
         // The paired copy is gone; the store as built stays until the run ends.
         assert!(!dir.join("soulmem-300.paired.redb").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
+
+    #[test]
+    fn interleaving_runs_each_op_once_per_store_in_rotating_blocks() {
+        for (stores, ops) in [(2, 25), (3, 30), (1, 7), (2, 0), (3, 4)] {
+            let order = interleaving(stores, ops);
+            let mut seen = std::collections::BTreeSet::new();
+            for &pair in &order {
+                assert!(seen.insert(pair), "{pair:?} twice");
+            }
+            assert_eq!(seen.len(), stores * ops);
+            // Block by block: every store runs the block's ops in order, one store
+            // after another, led by a store that rotates.
+            let mut at = 0;
+            for (b, start) in (0..ops).step_by(BLOCK).enumerate() {
+                let len = BLOCK.min(ops - start);
+                let mut leaders = Vec::new();
+                for _ in 0..stores {
+                    let run = &order[at..at + len];
+                    leaders.push(run[0].0);
+                    assert!(run.iter().all(|&(s, _)| s == run[0].0), "{run:?}");
+                    let ops_run: Vec<usize> = run.iter().map(|&(_, op)| op).collect();
+                    assert_eq!(ops_run, (start..start + len).collect::<Vec<_>>());
+                    at += len;
+                }
+                assert_eq!(leaders[0], b % stores);
+                leaders.sort_unstable();
+                assert_eq!(leaders, (0..stores).collect::<Vec<_>>());
+            }
+            assert_eq!(at, order.len());
+        }
+    }
+
+    #[test]
+    fn interleaved_ratios_are_to_the_base_stores_p50s() {
+        let recalls = vec![vec![0.4, 0.2, 0.1], vec![3.0, 1.0, 2.0]];
+        let observes = vec![vec![2.0, 1.0, 3.0], vec![1.5, 6.0, 3.0]];
+        let rows = interleaved_figures(&recalls, &observes, 0);
+        assert_eq!(rows[0]["interleaved_recall_p50_ms"], json!(0.2));
+        assert_eq!(rows[1]["interleaved_recall_p50_ms"], json!(2.0));
+        assert_eq!(rows[0]["interleaved_recall_ratio"], json!(1.0));
+        assert_eq!(rows[1]["interleaved_recall_ratio"], json!(10.0));
+        assert_eq!(rows[1]["interleaved_observe_p50_ms"], json!(3.0));
+        assert_eq!(rows[1]["interleaved_observe_ratio"], json!(1.5));
+        let by_second = interleaved_figures(&recalls, &observes, 1);
+        assert_eq!(by_second[0]["interleaved_observe_ratio"], json!(0.667));
+    }
+
+    #[test]
+    fn scale_measures_the_sizes_side_by_side_from_the_stores_as_built() -> anyhow::Result<()> {
+        let dir =
+            std::env::temp_dir().join(format!("soulmem-bench-sizes-test-{}", std::process::id()));
+        let json_out = dir.join("out.json");
+        std::fs::create_dir_all(&dir)?;
+        let a = ScaleArgs {
+            sizes: vec![600, 300],
+            compare: false,
+            json: Some(json_out.clone()),
+            dir: Some(dir.clone()),
+            keep: false,
+            queries: 8,
+            observes: 12,
+            batch: 20,
+            batches: 1,
+            seed: 42,
+            cache_mb: None,
+            runs: 2,
+        };
+        scale(a, None)?;
+        let out: Value = serde_json::from_str(&std::fs::read_to_string(&json_out)?)?;
+        let (big, small) = (&out["sizes"][0], &out["sizes"][1]);
+        // Ratios are to the smallest store, wherever it is listed.
+        assert_eq!(small["interleaved_observe_ratio"], json!(1.0));
+        assert_eq!(small["interleaved_recall_ratio"], json!(1.0));
+        for row in [big, small] {
+            let each = row["interleaved_each_run"].as_array().cloned().unwrap_or_default();
+            assert_eq!(each.len(), 2);
+            for run in &each {
+                assert!(run["interleaved_observe_p50_ms"].as_f64().is_some_and(|x| x > 0.0));
+                assert!(run["interleaved_recall_p50_ms"].as_f64().is_some_and(|x| x > 0.0));
+            }
+        }
+        // The row's ratio is the median (here: the mean) of the passes' ratios.
+        let each = big["interleaved_each_run"].as_array().cloned().unwrap_or_default();
+        let ratios: Vec<f64> =
+            each.iter().filter_map(|x| x["interleaved_observe_ratio"].as_f64()).collect();
+        let r = big["interleaved_observe_ratio"].as_f64().unwrap_or(f64::NAN);
+        assert!(ratios.len() == 2 && (r - (ratios[0] + ratios[1]) / 2.0).abs() < 1e-3, "{r}");
         let _ = std::fs::remove_dir_all(&dir);
         Ok(())
     }
