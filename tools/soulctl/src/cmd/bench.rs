@@ -711,7 +711,11 @@ fn interleaving(stores: usize, ops: usize) -> Vec<(usize, usize)> {
 /// in each size's own phase, minutes apart, the ratio moves with this VM's
 /// speed, which drifts by ±25% within minutes; here both sizes run in the same
 /// minute. Blocks keep most operations from running right after another
-/// store's, whose data would have displaced theirs from the CPU caches.
+/// store's, whose data would have displaced theirs from the CPU caches. Each
+/// store's background work (access records, log checkpoints) runs during the
+/// others' blocks, and most passes so far ran every size slower than its own
+/// phase did, for reasons not yet found (`docs/PERFORMANCE.md`, session 16):
+/// read these ratios beside the own-phase ones.
 fn time_interleaved(
     a: &ScaleArgs,
     corpus: &Corpus,
