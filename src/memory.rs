@@ -633,6 +633,21 @@ impl Memory {
         self.store.access_pending()
     }
 
+    /// Writes every pending access record now ([`Memory::pending_accesses`]), in one
+    /// write transaction (durable unless [`Settings::durable`] is off). Recalls
+    /// record their accesses in memory, and the background thread leaves up to
+    /// half of [`crate::storage::ACCESS_FLUSH_AT`] pending between its runs; call
+    /// this to have them stored before a backup or a measurement.
+    ///
+    /// # Errors
+    /// Storage errors; the records then stay pending.
+    pub fn flush_accesses(&self) -> Result<()> {
+        if self.store.access_pending() == 0 {
+            return Ok(());
+        }
+        self.store.write_current(self.settings.durable, |_| Ok(()))
+    }
+
     /// Number of memories in the store (every layer and domain).
     ///
     /// # Errors

@@ -216,6 +216,34 @@ fn a_crash_loses_at_most_access_records_never_a_memory() {
 }
 
 #[test]
+fn flushed_records_survive_a_crash_without_waiting_for_the_background_writer() {
+    let disk = SharedDisk::new();
+    let mut model = HashMap::new();
+    let ids = {
+        let (backend, _) = FaultyBackend::new(disk.clone());
+        let mem = Memory::builder().open_with_backend(backend).expect("open");
+        let ids = fill(&mem, 3);
+        // Fewer records than start the background writer: only the flush writes them.
+        for i in 0..12 {
+            recall(&mem, TOPICS[i % TOPICS.len()], &mut model);
+        }
+        assert!(mem.pending_accesses() > 0);
+        assert!(mem.pending_accesses() <= soulmem::storage::ACCESS_FLUSH_AT);
+        mem.flush_accesses().expect("flush");
+        assert_eq!(mem.pending_accesses(), 0);
+        assert_counts(&mem, &ids, &model, "after the flush");
+        mem.flush_accesses().expect("a flush with nothing pending");
+        // The process dies here: no close.
+        std::mem::forget(mem);
+        ids
+    };
+    let survived = SharedDisk::from_bytes(disk.durable_bytes());
+    let (backend, _) = FaultyBackend::new(survived);
+    let mem = Memory::builder().open_with_backend(backend).expect("reopen after crash");
+    assert_counts(&mem, &ids, &model, "after the crash");
+}
+
+#[test]
 fn records_written_in_the_background_survive_a_crash() {
     let disk = SharedDisk::new();
     let mut model = HashMap::new();

@@ -437,16 +437,17 @@ fn bar(len: u64, msg: String) -> ProgressBar {
     pb
 }
 
-/// Waits (up to a minute) until the background writer has written the access
-/// records the recalls before made, so that a measurement of writes starts with
-/// the store at rest; the mixed load is measured on its own ("concurrent").
-fn settle(mem: &Memory) {
-    let start = Instant::now();
-    while mem.pending_accesses() > soulmem::storage::ACCESS_FLUSH_AT / 2
-        && start.elapsed() < Duration::from_secs(60)
-    {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+/// Writes the access records the recalls before made and have not been stored
+/// yet, so that a measurement of writes starts with the store at rest (the
+/// background writer stops once none are pending); the mixed load is measured on
+/// its own ("concurrent").
+///
+/// (This once waited for the background writer instead. That writer leaves up to
+/// half of `ACCESS_FLUSH_AT` records pending and starts again only past it, so
+/// the wait often ran into its one-minute limit with the records unwritten.)
+fn settle(mem: &Memory) -> anyhow::Result<()> {
+    mem.flush_accesses()?;
+    Ok(())
 }
 
 /// Single durable observes, timed.
@@ -746,7 +747,7 @@ fn time_interleaved(
         pb.inc(1);
     }
     for mem in &mems {
-        settle(mem);
+        settle(mem)?;
     }
     let mut next: Vec<u64> = built.iter().map(|b| b.used).collect();
     let mut observes = vec![vec![0.0; a.observes]; k];
@@ -922,7 +923,7 @@ fn measure_once(
     // rounds, timing the recall (it sees the observes' memories in the tail).
     let mut next = used;
     let pb = bar(2 * a.observes as u64, format!("observe {n}"));
-    settle(&mem);
+    settle(&mem)?;
     let mut single = time_observes(&mem, corpus, queries, &mut next, a.observes, &pb)?;
     pb.finish_and_clear();
     row.insert("observe_cpu_mean_ms".into(), round3(ms(single.cpu) / a.observes.max(1) as f64));
@@ -932,7 +933,7 @@ fn measure_once(
 
     // Batched observe throughput (durable commit per batch).
     let pb = bar((a.batch * a.batches) as u64, format!("ingest {n}"));
-    settle(&mem);
+    settle(&mem)?;
     let (done, spent, cpu, phases) =
         time_batches(&mem, corpus, &mut next, a.batch, a.batches, &pb)?;
     pb.finish_and_clear();
