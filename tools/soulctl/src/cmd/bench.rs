@@ -440,14 +440,10 @@ fn bar(len: u64, msg: String) -> ProgressBar {
 /// Writes the access records the recalls before made and have not been stored
 /// yet, so that a measurement of writes starts with the store at rest (the
 /// background writer stops once none are pending); the mixed load is measured on
-/// its own ("concurrent").
-///
-/// (This once waited for the background writer instead. That writer leaves up to
-/// half of `ACCESS_FLUSH_AT` records pending and starts again only past it, so
-/// the wait often ran into its one-minute limit with the records unwritten.)
+/// its own ("concurrent"). Waiting for the background writer would not do: it
+/// leaves up to half of `ACCESS_FLUSH_AT` records pending between its runs.
 fn settle(mem: &Memory) -> anyhow::Result<()> {
-    mem.flush_accesses()?;
-    Ok(())
+    Ok(mem.flush_accesses()?)
 }
 
 /// Single durable observes, timed.
@@ -714,8 +710,8 @@ fn interleaving(stores: usize, ops: usize) -> Vec<(usize, usize)> {
 /// minute. Blocks keep most operations from running right after another
 /// store's, whose data would have displaced theirs from the CPU caches. Each
 /// store's background work (access records, log checkpoints) runs during the
-/// others' blocks, and most passes so far ran every size slower than its own
-/// phase did, for reasons not yet found (`docs/PERFORMANCE.md`, session 16):
+/// others' blocks, and every size still runs somewhat slower here than in its
+/// own phase, for reasons not yet found (`docs/PERFORMANCE.md`, session 16):
 /// read these ratios beside the own-phase ones.
 fn time_interleaved(
     a: &ScaleArgs,
