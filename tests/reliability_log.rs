@@ -15,7 +15,8 @@ use soulmem::{Memory, MemoryEntry, MemoryType, Visibility};
 
 const K: u64 = 4;
 /// Small thresholds: checkpoints, in-place commits and spills all happen.
-const SIZES: Sizes = Sizes { checkpoint: 256 << 10, grow: 64 << 10, direct: 64, spill: 48 };
+const SIZES: Sizes =
+    Sizes { checkpoint: 256 << 10, limit: 512 << 10, grow: 64 << 10, direct: 64, spill: 48 };
 
 /// The two logs' disks.
 type Logs = [SharedDisk; 2];

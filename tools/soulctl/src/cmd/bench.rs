@@ -179,11 +179,14 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     pb.finish_and_clear();
     drop(mem);
     let _ = soulmem::storage::remove_store(&copy);
+    let observe_mean = single.each.iter().sum::<f64>() / single.each.len().max(1) as f64;
     println!(
-        "ingest_per_s {:.0}  ingest_per_cpu_s {:.0}  observe_p50_ms {:.3}  recall_after_observe_p50_ms {:.3}",
+        "ingest_per_s {:.0}  ingest_per_cpu_s {:.0}  observe_p50_ms {:.3}  observe_p99_ms {:.3}  observe_mean_ms {:.3}  recall_after_observe_p50_ms {:.3}",
         done as f64 / spent.as_secs_f64().max(1e-9),
         done as f64 / cpu.as_secs_f64().max(1e-3),
         quantile(&mut single.each, 0.5),
+        quantile(&mut single.each, 0.99),
+        observe_mean,
         quantile(&mut single.recalls, 0.5)
     );
     print_phases("per batch (ms)", &phases, a.batches as u64, 1);
