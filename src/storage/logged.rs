@@ -900,6 +900,8 @@ mod tests {
     /// Commits of three pages or more go in place, most of them over pages the
     /// log holds.
     const EAGER: Sizes = Sizes { spill: 2, ..SMALL };
+    /// What a commit of two pages appends to the log.
+    const TWO_PAGES: u64 = 2 * PAGE_REC + COMMIT_REC;
 
     type Log = LoggedFile<FaultyBackend>;
 
@@ -1125,7 +1127,7 @@ mod tests {
         assert!(sizes.iter().all(|&n| n >= want), "logs {sizes:?} after open");
         // Commits up to the first switch write into the zeros already there.
         b.set_len(4 * PAGE).expect("len");
-        while !b.checkpointing() && b.st.read().end + 2 * PAGE_REC + COMMIT_REC < SMALL.checkpoint {
+        while !b.checkpointing() && b.st.read().end + TWO_PAGES < SMALL.checkpoint {
             b.write(0, &[7u8; PAGE_SIZE]).expect("write");
             b.write(PAGE, &[8u8; PAGE_SIZE]).expect("write");
             b.sync_data().expect("sync");
@@ -1171,7 +1173,7 @@ mod tests {
                 let _ = tx.send(b.st.read().end);
                 // Up to the limit (a commit appends two pages and its record),
                 // then one more commit: that one reaches it and must switch.
-                while b.st.read().end + 2 * PAGE_REC + COMMIT_REC < SMALL.limit {
+                while b.st.read().end + TWO_PAGES < SMALL.limit {
                     commit(&b)?;
                 }
                 let _ = tx.send(b.st.read().end);
@@ -1190,7 +1192,7 @@ mod tests {
         assert!(past >= SMALL.checkpoint + SMALL.checkpoint / 2, "log end {past}");
         let at_limit = at_limit.expect("commits below the limit waited for the copy");
         assert!(still_held, "the copy was not held");
-        assert!(at_limit + 2 * PAGE_REC + COMMIT_REC >= SMALL.limit, "log end {at_limit}");
+        assert!(at_limit + TWO_PAGES >= SMALL.limit, "log end {at_limit}");
         // The commit over the limit switched logs once the copy was done.
         let after = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("last commit");
         assert!(after < SMALL.checkpoint, "the log went on past its limit: {after}");
