@@ -79,7 +79,7 @@ pub struct Sizes {
     /// under way.
     pub checkpoint: u64,
     /// Bytes of the active log past which a commit waits for the copy under way
-    /// (at least `checkpoint`): below it, a full log takes more commits while the
+    /// (a limit below `checkpoint` counts as `checkpoint`): below it, a full log takes more commits while the
     /// copy before it finishes, so commits wait only when the disk falls behind.
     pub limit: u64,
     /// The log grows by this many bytes at a time, zeros written once, so that an
@@ -308,6 +308,8 @@ impl<D: StorageBackend> LoggedFile<D> {
             frozen: None,
             in_place: false,
         };
+        // A limit under the checkpoint size would switch at the checkpoint anyway.
+        let sizes = Sizes { limit: sizes.limit.max(sizes.checkpoint), ..sizes };
         let me = Self { disks, sizes, st: RwLock::new(st) };
         {
             let mut st = me.st.write();
@@ -678,9 +680,7 @@ impl<D: StorageBackend> LoggedFile<D> {
         st.committed_len = st.len;
         // `reap` above left a copy only if it is still running: a full log then
         // takes more commits, up to the limit, rather than make this one wait.
-        if st.end >= self.sizes.checkpoint
-            && (st.frozen.is_none() || st.end >= self.sizes.limit.max(self.sizes.checkpoint))
-        {
+        if st.end >= self.sizes.checkpoint && (st.frozen.is_none() || st.end >= self.sizes.limit) {
             self.switch(st)?;
         }
         Ok(())
