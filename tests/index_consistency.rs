@@ -225,9 +225,83 @@ fn schema_of(path: &std::path::Path) -> u32 {
     u32::from_le_bytes(v.value().try_into().expect("4 bytes"))
 }
 
-/// Writes a store of `TEXTS` as an older schema laid it out: schema 4 had no fact
-/// cards, schema 3 no postings tail either (everything in blocks).
-fn old_store(path: &std::path::Path, version: u32) {
+/// The compact record as schema 5 and older wrote it: no `last_accessed`.
+#[derive(serde::Serialize)]
+struct DocInfoV5 {
+    id: String,
+    layer: String,
+    domain: String,
+    kind: u8,
+    user_id: Option<String>,
+    importance: u8,
+    created_at: i64,
+    visibility: u8,
+    superseded: bool,
+    archived: bool,
+    salience: f64,
+    significance: f64,
+    somatic: Option<(f64, f64)>,
+    access: Vec<i64>,
+    access_count: u32,
+    doc_len: u32,
+    scope: Vec<String>,
+}
+
+/// Rewrites every `docs` record in the schema-5 layout.
+fn docs_as_schema_5(txn: &redb::WriteTransaction) {
+    use redb::ReadableTable;
+    let def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("docs");
+    let mut docs = txn.open_table(def).expect("docs");
+    let rows: Vec<(u64, soulmem::storage::DocInfo)> = docs
+        .range::<u64>(..)
+        .expect("range")
+        .map(|row| {
+            let (k, v) = row.expect("row");
+            (k.value(), soulmem::storage::decode(v.value(), "docinfo").expect("docinfo"))
+        })
+        .collect();
+    for (docno, i) in rows {
+        // Schema 5 rewrote the entry at every access too: its row held the same
+        // access metadata as the record.
+        let name = soulmem::storage::schema::entry_table_name(&i.layer, &i.domain).expect("name");
+        let mut table =
+            txn.open_table(soulmem::storage::schema::entry_table(&name)).expect("entry table");
+        let row = table.get(docno).expect("get").map(|v| v.value().to_vec());
+        let mut e: MemoryEntry =
+            soulmem::storage::decode(&row.expect("entry row"), "entry").expect("entry");
+        i.access_into(&mut e);
+        let bytes = soulmem::storage::encode(&e).expect("encode");
+        table.insert(docno, bytes.as_slice()).expect("insert");
+        let old = DocInfoV5 {
+            id: i.id,
+            layer: i.layer,
+            domain: i.domain,
+            kind: i.kind,
+            user_id: i.user_id,
+            importance: i.importance,
+            created_at: i.created_at,
+            visibility: i.visibility,
+            superseded: i.superseded,
+            archived: i.archived,
+            salience: i.salience,
+            significance: i.significance,
+            somatic: i.somatic,
+            access: i.access,
+            access_count: i.access_count,
+            doc_len: i.doc_len,
+            scope: i.scope,
+        };
+        // A record is one version byte, then postcard.
+        let bytes = postcard::to_extend(&old, vec![1u8]).expect("encode");
+        docs.insert(docno, bytes.as_slice()).expect("insert");
+    }
+}
+
+/// Writes a store of `TEXTS` as an older schema laid it out: schema 5 kept no last
+/// access time in the compact records, schema 4 had no fact cards either, schema 3
+/// no postings tail either (everything in blocks). `prepare` runs on the store
+/// first, as the current schema.
+fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)) {
     {
         let mem = Memory::open(path).expect("open");
         let entries: Vec<MemoryEntry> =
@@ -235,10 +309,12 @@ fn old_store(path: &std::path::Path, version: u32) {
         mem.add_batch(entries).expect("add");
         mem.reindex(|_| {}).expect("reindex"); // everything in blocks
         assert!(mem.stats().expect("stats").index_rows["fact_cards"] > 0);
+        prepare(&mem);
     }
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
-    {
+    docs_as_schema_5(&txn);
+    if version < 5 {
         let cards: redb::TableDefinition<(&str, u64), &[u8]> =
             redb::TableDefinition::new("fact_cards");
         assert!(txn.delete_table(cards).expect("drop cards"));
@@ -250,19 +326,23 @@ fn old_store(path: &std::path::Path, version: u32) {
             txn.delete_table(tail).expect("drop tail");
             meta.remove("posting_tail_version").expect("version");
         }
-        meta.insert("schema_version", version.to_le_bytes().as_slice()).expect("schema");
     }
+    let mut meta: redb::Table<&str, &[u8]> =
+        txn.open_table(redb::TableDefinition::new("meta")).expect("meta");
+    meta.insert("schema_version", version.to_le_bytes().as_slice()).expect("schema");
+    drop(meta);
     txn.commit().expect("commit");
 }
 
-/// Schema-3 and schema-4 stores open as schema 5: an empty postings tail that the
-/// next small write starts, and a card for every active fact, which dedup reads.
+/// Schema-3, 4 and 5 stores open as schema 6: an empty postings tail that the
+/// next small write starts, a card for every active fact, which dedup reads, and
+/// compact records that hold the access metadata.
 #[test]
 fn older_schemas_are_upgraded_on_open() {
-    for version in [3u32, 4] {
+    for version in [3u32, 4, 5] {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(format!("v{version}.redb"));
-        old_store(&path, version);
+        old_store(&path, version, |_| {});
         assert_eq!(schema_of(&path), version);
         {
             let mem = Memory::open(&path).expect("upgraded");
@@ -283,8 +363,50 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
-        assert_eq!(schema_of(&path), 5);
+        assert_eq!(schema_of(&path), 6);
     }
+}
+
+/// A schema-5 store's access metadata survives the upgrade exactly: counts,
+/// histories and last access times, including a last access time that is not the
+/// last of the history (as a restored soul may have).
+#[test]
+fn a_schema_5_store_keeps_its_access_metadata_on_upgrade() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v5.redb");
+    let before = std::cell::RefCell::new(Vec::new());
+    old_store(&path, 5, |mem| {
+        let t0 = soulmem::model::time::parse_timestamp("2025-01-02T03:04:05").expect("time");
+        let mut restored = MemoryEntry::new(MemoryType::Episodic, "User restored this memory");
+        restored.access_count = 7;
+        restored.last_accessed = Some(t0);
+        mem.add(restored).expect("add");
+        for q in ["where does the user live", "what does the user prefer"] {
+            mem.recall(&soulmem::RecallQuery::new(q)).expect("recall");
+        }
+        mem.flush_accesses().expect("flush");
+        *before.borrow_mut() = all_access(mem);
+    });
+    let before = before.into_inner();
+    assert!(before.iter().any(|a| a.1 > 0 && a.2.is_some()), "some memory was accessed");
+    assert!(before.iter().any(|a| a.1 == 7 && a.2.is_some() && a.3.is_empty()), "{before:?}");
+    let mem = Memory::open(&path).expect("upgraded");
+    assert_eq!(mem.stats().expect("stats").memories as usize, before.len());
+    assert_eq!(all_access(&mem), before);
+    assert!(mem.check(|_| {}).expect("check").is_ok());
+}
+
+/// `(id, access count, last access, history)` of every memory, by id.
+type Access = (String, u32, Option<soulmem::model::Timestamp>, Vec<soulmem::model::Timestamp>);
+
+fn all_access(mem: &Memory) -> Vec<Access> {
+    let mut out: Vec<Access> = ["semantic", "episodic"]
+        .into_iter()
+        .flat_map(|l| mem.layer(l).expect("layer").entries(None).expect("entries"))
+        .map(|e| (e.id, e.access_count, e.last_accessed, e.access_timestamps))
+        .collect();
+    out.sort();
+    out
 }
 
 /// A fact whose content changes without changing any of its index terms (case,

@@ -406,9 +406,7 @@ impl Memory {
         let mut touched: Vec<u64> = Vec::new();
         for (rank, (parts, i)) in scored.iter().enumerate() {
             let p = &pool[*i];
-            let Some(mut entry) =
-                r.entry_in(&p.cand.info.layer, &p.cand.info.domain, p.cand.docno)?
-            else {
+            let Some(mut entry) = r.entry_of(&p.cand.info, p.cand.docno)? else {
                 continue;
             };
             if rank >= q.limit {
@@ -443,7 +441,7 @@ impl Memory {
             for (i, p) in pool.iter().enumerate() {
                 if !returned.contains(&i) {
                     let content = r
-                        .entry_in(&p.cand.info.layer, &p.cand.info.domain, p.cand.docno)?
+                        .entry_of(&p.cand.info, p.cand.docno)?
                         .map(|e| e.content)
                         .unwrap_or_default();
                     let (content_terms, context_terms) =

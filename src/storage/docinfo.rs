@@ -1,4 +1,9 @@
 //! The compact per-memory record that ranking and filtering read.
+//!
+//! It is also where a memory's access metadata lives (schema 6): a recall's access
+//! records rewrite this record only, not the entry. The entry row keeps the access
+//! fields it was last written with, and every read of an entry takes them from
+//! here ([`DocInfo::access_into`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +42,8 @@ pub struct DocInfo {
     pub access: Vec<i64>,
     /// Access count.
     pub access_count: u32,
+    /// Last access, µs since the epoch.
+    pub last_accessed: Option<i64>,
     /// Number of index tokens in the content (BM25 document length).
     pub doc_len: u32,
     /// Scope globs.
@@ -49,7 +56,18 @@ impl DocInfo {
     /// [`DocInfo::from_entry`] makes of the accessed entry.
     pub fn record_access(&mut self, at_us: i64, cap: usize) {
         self.access_count = self.access_count.saturating_add(1);
+        self.last_accessed = Some(at_us);
         crate::model::push_capped(&mut self.access, at_us, cap);
+    }
+
+    /// Sets `entry`'s access metadata (count, last access, history) to this
+    /// record's: the entry row keeps what it was written with, this record what
+    /// was recorded since.
+    pub fn access_into(&self, entry: &mut MemoryEntry) {
+        entry.access_count = self.access_count;
+        entry.last_accessed = self.last_accessed.map(time::from_micros);
+        entry.access_timestamps.clear();
+        entry.access_timestamps.extend(self.access.iter().map(|&t| time::from_micros(t)));
     }
 
     /// Builds the record for `entry` with document length `doc_len`.
@@ -71,6 +89,7 @@ impl DocInfo {
             somatic: entry.somatic.as_ref().map(|s| (s.valence, s.arousal)),
             access: entry.access_timestamps.iter().map(time::to_micros).collect(),
             access_count: entry.access_count,
+            last_accessed: entry.last_accessed.as_ref().map(time::to_micros),
             doc_len,
             scope: entry.scope.clone(),
         }

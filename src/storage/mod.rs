@@ -414,10 +414,16 @@ impl Store {
                 if upgrade {
                     // Schema 2 differs only in index tables: rebuild them.
                     rebuild::upgrade_from_2(&db, profile)?;
-                } else if found < SCHEMA_VERSION {
-                    // Schema 4 added the postings tail (empty in a schema-3 store),
-                    // schema 5 the fact cards (derived from the facts).
-                    rebuild::upgrade_to_5(&db)?;
+                } else {
+                    if found < 5 {
+                        // Schema 4 added the postings tail (empty in a schema-3
+                        // store), schema 5 the fact cards (derived from the facts).
+                        rebuild::upgrade_to_5(&db)?;
+                    }
+                    if found < 6 {
+                        // Schema 6 keeps the access metadata in the compact records.
+                        rebuild::upgrade_to_6(&db)?;
+                    }
                 }
                 profile
             }
@@ -789,6 +795,40 @@ mod tests {
             stored(a).access_timestamps,
             vec![t("2025-01-01T00:00:01"), t("2025-01-01T00:00:02")]
         );
+    }
+
+    #[test]
+    fn access_records_rewrite_the_compact_record_only_and_a_rebuild_keeps_them() {
+        use crate::model::{MemoryEntry, MemoryType, time};
+        let store = Store::in_memory(Profile::Default).expect("store");
+        let d = store
+            .write(false, |w| w.insert(MemoryEntry::new(MemoryType::Semantic, "tea".to_owned())))
+            .expect("insert");
+        let t = time::parse_timestamp("2025-01-01T00:00:01").expect("ts");
+        let epoch = store.read().expect("read").access_epoch();
+        store.record_access(&[d], t, epoch);
+        store.write_current(false, |_| Ok(())).expect("write");
+        assert!(store.access.is_empty());
+        // (row as stored, entry as read)
+        let both = || {
+            store
+                .write(false, |w| {
+                    let row = query::entry(w.entry_table("semantic", "default")?, d)?;
+                    Ok((row.expect("row").access_count, w.get(d)?.expect("entry")))
+                })
+                .expect("read")
+        };
+        let (row, e) = both();
+        assert_eq!(row, 0, "the entry row is not rewritten by an access");
+        assert_eq!((e.access_count, e.last_accessed, e.access_timestamps), (1, Some(t), vec![t]));
+        let r = store.read().expect("read");
+        assert_eq!(r.get(d).expect("get").expect("entry").access_count, 1);
+        assert_eq!(r.table_entries("semantic", "default").expect("rows")[0].1.access_count, 1);
+        drop(r);
+        // A rebuild of every index, the records included, keeps what they held.
+        store.rebuild_indexes(false, |_| {}).expect("rebuild");
+        let (row, e) = both();
+        assert_eq!((row, e.access_count, e.last_accessed), (1, 1, Some(t)));
     }
 
     #[test]

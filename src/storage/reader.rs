@@ -198,8 +198,33 @@ impl Reader {
         Ok(info)
     }
 
-    /// The entry at `docno` of table `(layer, domain)`.
+    /// The entry at `docno` of table `(layer, domain)`, with its access metadata
+    /// (from its compact record, as this snapshot sees it).
     pub fn entry_in(&self, layer: &str, domain: &str, docno: u64) -> Result<Option<MemoryEntry>> {
+        let mut e = self.stored_entry(layer, domain, docno)?;
+        if let Some(e) = &mut e {
+            match self.docinfo(docno)? {
+                Some(info) => info.access_into(e),
+                None => self.access.entry(docno, e),
+            }
+        }
+        Ok(e)
+    }
+
+    /// The entry of `info` (its compact record as [`Reader::docinfo`] returns it)
+    /// at `docno`, with the access metadata `info` holds: saves reading the record
+    /// again when the caller has it.
+    pub fn entry_of(&self, info: &DocInfo, docno: u64) -> Result<Option<MemoryEntry>> {
+        let mut e = self.stored_entry(&info.layer, &info.domain, docno)?;
+        if let Some(e) = &mut e {
+            info.access_into(e);
+        }
+        Ok(e)
+    }
+
+    /// The entry row at `docno` of table `(layer, domain)` as stored: its access
+    /// fields are those it was last written with.
+    fn stored_entry(&self, layer: &str, domain: &str, docno: u64) -> Result<Option<MemoryEntry>> {
         let name = schema::entry_table_name(layer, domain)?;
         let mut tables = self.entry_tables.lock();
         if !tables.contains_key(&name) {
@@ -211,20 +236,16 @@ impl Reader {
                 Err(e) => return Err(e.into()),
             }
         }
-        let mut e = match tables.get(&name) {
-            Some(t) => query::entry(t, docno)?,
-            None => None,
-        };
-        if let Some(e) = &mut e {
-            self.access.entry(docno, e);
+        match tables.get(&name) {
+            Some(t) => query::entry(t, docno),
+            None => Ok(None),
         }
-        Ok(e)
     }
 
-    /// The entry at `docno`.
+    /// The entry at `docno`, with its access metadata.
     pub fn get(&self, docno: u64) -> Result<Option<MemoryEntry>> {
         let Some(info) = self.docinfo(docno)? else { return Ok(None) };
-        self.entry_in(&info.layer, &info.domain, docno)
+        self.entry_of(&info, docno)
     }
 
     /// Names of every entry table, as `(layer, domain)`.
@@ -238,22 +259,39 @@ impl Reader {
         Ok(out)
     }
 
-    /// Every `(docno, entry)` of table `(layer, domain)` in docno order.
+    /// Every `(docno, entry)` of table `(layer, domain)` in docno order, with
+    /// their access metadata.
     pub fn table_entries(&self, layer: &str, domain: &str) -> Result<Vec<(u64, MemoryEntry)>> {
-        let mut out = self.stored_table_entries(layer, domain)?;
+        let mut out = self.table_rows(layer, domain)?;
         for (d, e) in &mut out {
-            self.access.entry(*d, e);
+            match self.docinfo(*d)? {
+                Some(info) => info.access_into(e),
+                None => self.access.entry(*d, e),
+            }
         }
         Ok(out)
     }
 
-    /// As [`Reader::table_entries`], as stored: without the access records not
-    /// written yet (for checking the entries against the indexes).
+    /// As [`Reader::table_entries`], as stored: the access metadata is the
+    /// written one, without the access records not written yet (for checking the
+    /// entries against the indexes).
     pub fn stored_table_entries(
         &self,
         layer: &str,
         domain: &str,
     ) -> Result<Vec<(u64, MemoryEntry)>> {
+        let mut out = self.table_rows(layer, domain)?;
+        for (d, e) in &mut out {
+            if let Some(info) = query::docinfo(&self.docs, *d)? {
+                info.access_into(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every `(docno, entry row)` of table `(layer, domain)` in docno order; the
+    /// access fields are those each row was last written with.
+    fn table_rows(&self, layer: &str, domain: &str) -> Result<Vec<(u64, MemoryEntry)>> {
         let name = schema::entry_table_name(layer, domain)?;
         let table = match self.txn.open_table(schema::entry_table(&name)) {
             Ok(t) => t,

@@ -25,7 +25,9 @@ pub struct RebuildReport {
     /// Entry tables read.
     pub tables: u64,
     /// Entries that could not be indexed as they are (an id stored twice, an entry in
-    /// the wrong table), one line each. They stay in their tables.
+    /// the wrong table), or whose access metadata could not be read from their
+    /// compact record (kept as the entry holds it), one line each. They stay in
+    /// their tables.
     pub problems: Vec<String>,
 }
 
@@ -213,7 +215,7 @@ impl Store {
     ) -> Result<RebuildReport> {
         let txn = self.begin_write(durable)?;
         *self.carry.lock() = super::writer::Carry::default();
-        let report = rebuild_in(&txn, self.profile, progress)?;
+        let report = rebuild_in(&txn, self.profile, true, progress)?;
         txn.commit()?;
         Ok(report)
     }
@@ -230,7 +232,8 @@ pub(crate) fn upgrade_from_2(db: &redb::Database, profile: crate::Profile) -> Re
     let old_terms: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("terms");
     txn.delete_table(old_postings)?;
     txn.delete_table(old_terms)?;
-    rebuild_in(&txn, profile, |_| {})?;
+    // A schema-2 store's entries hold their access metadata: nothing to fold.
+    rebuild_in(&txn, profile, false, |_| {})?;
     {
         let mut meta = txn.open_table(META)?;
         meta.insert(meta_keys::SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice())?;
@@ -268,21 +271,172 @@ pub(crate) fn upgrade_to_5(db: &redb::Database) -> Result<()> {
             }
         }
     }
-    txn.open_table(META)?.insert(meta_keys::SCHEMA, SCHEMA_VERSION.to_le_bytes().as_slice())?;
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, 5u32.to_le_bytes().as_slice())?;
     txn.commit()?;
+    Ok(())
+}
+
+/// The compact record as schema 5 wrote it: [`super::DocInfo`] without
+/// `last_accessed` (read only by [`upgrade_to_6`]).
+#[derive(serde::Deserialize)]
+struct DocInfoV5 {
+    id: String,
+    layer: String,
+    domain: String,
+    kind: u8,
+    user_id: Option<String>,
+    importance: u8,
+    created_at: i64,
+    visibility: u8,
+    superseded: bool,
+    archived: bool,
+    salience: f64,
+    significance: f64,
+    somatic: Option<(f64, f64)>,
+    access: Vec<i64>,
+    access_count: u32,
+    doc_len: u32,
+    scope: Vec<String>,
+}
+
+/// Records converted per step of [`upgrade_to_6`].
+const UPGRADE_CHUNK: usize = 4_096;
+
+/// Upgrades a schema-5 store to schema 6 in place, in one transaction: each
+/// compact record gets its entry's last access time, and from then on holds the
+/// memory's access metadata (the entries and their records agree in schema 5,
+/// where both were rewritten at every access). Nothing else changes.
+pub(crate) fn upgrade_to_6(db: &redb::Database) -> Result<()> {
+    let txn = db.begin_write()?;
+    {
+        let mut docs = txn.open_table(DOCS)?;
+        let mut tables = std::collections::HashMap::new();
+        let mut from = 0u64;
+        loop {
+            let mut converted: Vec<(u64, Vec<u8>)> = Vec::with_capacity(UPGRADE_CHUNK);
+            for row in docs.range::<u64>(from..)?.take(UPGRADE_CHUNK) {
+                let (k, v) = row?;
+                let docno = k.value();
+                let old: DocInfoV5 = decode(v.value(), "schema-5 docinfo")?;
+                let name = schema::entry_table_name(&old.layer, &old.domain)?;
+                if !tables.contains_key(&name) {
+                    let t = txn.open_table(schema::entry_table(&name))?;
+                    tables.insert(name.clone(), t);
+                }
+                let last_accessed = match tables.get(&name) {
+                    Some(t) => super::query::entry(t, docno)?
+                        .and_then(|e| e.last_accessed)
+                        .map(|t| crate::model::time::to_micros(&t)),
+                    None => None,
+                };
+                let info = super::DocInfo {
+                    id: old.id,
+                    layer: old.layer,
+                    domain: old.domain,
+                    kind: old.kind,
+                    user_id: old.user_id,
+                    importance: old.importance,
+                    created_at: old.created_at,
+                    visibility: old.visibility,
+                    superseded: old.superseded,
+                    archived: old.archived,
+                    salience: old.salience,
+                    significance: old.significance,
+                    somatic: old.somatic,
+                    access: old.access,
+                    access_count: old.access_count,
+                    last_accessed,
+                    doc_len: old.doc_len,
+                    scope: old.scope,
+                };
+                converted.push((docno, super::encode(&info)?));
+            }
+            let Some(&(last, _)) = converted.last() else { break };
+            for (docno, bytes) in &converted {
+                docs.insert(*docno, bytes.as_slice())?;
+            }
+            if last == u64::MAX {
+                break;
+            }
+            from = last + 1;
+        }
+    }
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, 6u32.to_le_bytes().as_slice())?;
+    txn.commit()?;
+    Ok(())
+}
+
+/// Entries whose access metadata is folded per step of [`fold_access`].
+const FOLD_CHUNK: usize = 4_096;
+
+/// Writes each entry's access metadata, which its compact record holds since
+/// schema 6, into the entry row, so that rebuilding the records from the entries
+/// keeps it. A record that is missing or cannot be decoded leaves its entry as it
+/// is (noted in `report`).
+fn fold_access(txn: &WriteTransaction, report: &mut RebuildReport) -> Result<()> {
+    let names: Vec<String> = txn
+        .list_tables()?
+        .map(|h| h.name().to_owned())
+        .filter(|n| schema::parse_entry_table_name(n).is_some())
+        .collect();
+    let docs = txn.open_table(DOCS)?;
+    for name in names {
+        let mut table = txn.open_table(schema::entry_table(&name))?;
+        let mut from = 0u64;
+        loop {
+            let mut changed: Vec<(u64, Vec<u8>)> = Vec::new();
+            let mut last = None;
+            for row in table.range::<u64>(from..)?.take(FOLD_CHUNK) {
+                let (k, v) = row?;
+                let docno = k.value();
+                last = Some(docno);
+                let Some(record) = docs.get(docno)? else { continue };
+                let info = match decode::<super::DocInfo>(record.value(), "docinfo") {
+                    Ok(info) => info,
+                    Err(_) => {
+                        report.problems.push(format!(
+                            "the record of docno {docno} cannot be decoded; its entry's \
+                             access metadata is kept as written"
+                        ));
+                        continue;
+                    }
+                };
+                let mut e: MemoryEntry = decode(v.value(), "memory entry")?;
+                let before =
+                    (e.access_count, e.last_accessed, std::mem::take(&mut e.access_timestamps));
+                info.access_into(&mut e);
+                if (e.access_count, e.last_accessed, &e.access_timestamps)
+                    != (before.0, before.1, &before.2)
+                {
+                    changed.push((docno, super::encode(&e)?));
+                }
+            }
+            for (docno, bytes) in &changed {
+                table.insert(*docno, bytes.as_slice())?;
+            }
+            match last {
+                Some(d) if d < u64::MAX => from = d + 1,
+                _ => break,
+            }
+        }
+    }
     Ok(())
 }
 
 fn rebuild_in(
     txn: &WriteTransaction,
     profile: crate::Profile,
+    fold: bool,
     mut progress: impl FnMut(u64),
 ) -> Result<RebuildReport> {
+    let mut report = RebuildReport::default();
+    if fold {
+        fold_access(txn, &mut report)?;
+    }
     delete_index_tables(txn)?;
     let mut w = Writer::open(txn, profile)?;
     w.stats.docs = 0;
     w.stats.total_len = 0;
-    let mut report = RebuildReport::default();
     let mut max_docno: Option<u64> = None;
     for name in w.entry_table_names()? {
         let Some((layer, domain)) = schema::parse_entry_table_name(&name) else {

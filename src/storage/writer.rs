@@ -389,7 +389,11 @@ impl<'t> Writer<'t> {
         s
     }
 
-    fn entry_table(&mut self, layer: &str, domain: &str) -> Result<&mut Table<'t, u64, Bytes>> {
+    pub(super) fn entry_table(
+        &mut self,
+        layer: &str,
+        domain: &str,
+    ) -> Result<&mut Table<'t, u64, Bytes>> {
         let name = schema::entry_table_name(layer, domain)?;
         if !self.entry_tables.contains_key(&name) {
             let table = self.txn.open_table(schema::entry_table(&name))?;
@@ -433,16 +437,13 @@ impl<'t> Writer<'t> {
         }
         let cap = log.cap();
         for (docno, times) in pending {
-            // Only access metadata changes: no index row derives from it, so the
-            // entry and its compact record are rewritten as they are.
-            let Some(info) = self.docinfo(docno)? else { continue };
-            let table = self.entry_table(&info.layer, &info.domain)?;
-            let Some(mut e) = query::entry(table, docno)? else { continue };
+            // Access metadata lives in the compact record (schema 6): only that
+            // is rewritten, not the entry.
+            let Some(mut info) = self.docinfo(docno)? else { continue };
             for t in times {
-                e.record_access(t, cap);
+                info.record_access(crate::model::time::to_micros(&t), cap);
             }
-            table.insert(docno, encode(&e)?.as_slice())?;
-            self.put_info(docno, DocInfo::from_entry(&e, info.doc_len))?;
+            self.put_info(docno, info)?;
         }
         self.meta_put(super::meta_keys::ACCESS_APPLIED, &upto.to_le_bytes())?;
         Ok(upto)
@@ -465,11 +466,15 @@ impl<'t> Writer<'t> {
         Ok(info)
     }
 
-    /// The entry at `docno`.
+    /// The entry at `docno`, with the access metadata of its compact record.
     pub fn get(&mut self, docno: u64) -> Result<Option<MemoryEntry>> {
         let Some(info) = self.docinfo(docno)? else { return Ok(None) };
         let table = self.entry_table(&info.layer, &info.domain)?;
-        query::entry(table, docno)
+        let mut e = query::entry(table, docno)?;
+        if let Some(e) = &mut e {
+            info.access_into(e);
+        }
+        Ok(e)
     }
 
     /// Inserts a new entry (an empty id gets a fresh one). Returns its docno.
