@@ -396,6 +396,60 @@ fn a_schema_5_store_keeps_its_access_metadata_on_upgrade() {
     assert!(mem.check(|_| {}).expect("check").is_ok());
 }
 
+/// A schema-5 record naming a table that does not exist (a damaged store) does
+/// not stop the upgrade, nor does the upgrade create that table: the store opens,
+/// and `check` reports the record.
+#[test]
+fn a_damaged_record_does_not_stop_the_upgrade() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v5.redb");
+    old_store(&path, 5, |_| {});
+    {
+        let db = redb::Database::create(&path).expect("db");
+        let txn = db.begin_write().expect("txn");
+        {
+            let def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("docs");
+            let mut docs = txn.open_table(def).expect("docs");
+            for (docno, layer) in [(900_000u64, "ghost"), (900_001, "not a name!")] {
+                let old = DocInfoV5 {
+                    id: format!("damaged{docno}"),
+                    layer: layer.into(),
+                    domain: "default".into(),
+                    kind: 0,
+                    user_id: None,
+                    importance: 5,
+                    created_at: 0,
+                    visibility: 0,
+                    superseded: false,
+                    archived: false,
+                    salience: 0.5,
+                    significance: 0.0,
+                    somatic: None,
+                    access: Vec::new(),
+                    access_count: 0,
+                    doc_len: 1,
+                    scope: Vec::new(),
+                };
+                let bytes = postcard::to_extend(&old, vec![1u8]).expect("encode");
+                docs.insert(docno, bytes.as_slice()).expect("insert");
+            }
+        }
+        txn.commit().expect("commit");
+    }
+    let mem = Memory::open(&path).expect("upgraded despite the damage");
+    assert!(!mem.check(|_| {}).expect("check").is_ok(), "the damage is reported");
+    drop(mem);
+    assert_eq!(schema_of(&path), 6);
+    let db = redb::Database::create(&path).expect("db");
+    let txn = db.begin_read().expect("txn");
+    let names: Vec<String> = txn
+        .list_tables()
+        .expect("tables")
+        .map(|h| redb::TableHandle::name(&h).to_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.contains("ghost")), "{names:?}");
+}
+
 /// `(id, access count, last access, history)` of every memory, by id.
 type Access = (String, u32, Option<soulmem::model::Timestamp>, Vec<soulmem::model::Timestamp>);
 

@@ -309,6 +309,12 @@ const UPGRADE_CHUNK: usize = 4_096;
 pub(crate) fn upgrade_to_6(db: &redb::Database) -> Result<()> {
     let txn = db.begin_write()?;
     {
+        // Only tables that exist: opening one in a write transaction creates it.
+        let existing: std::collections::HashSet<String> = txn
+            .list_tables()?
+            .map(|h| h.name().to_owned())
+            .filter(|n| schema::parse_entry_table_name(n).is_some())
+            .collect();
         let mut docs = txn.open_table(DOCS)?;
         let mut tables = std::collections::HashMap::new();
         let mut from = 0u64;
@@ -318,8 +324,10 @@ pub(crate) fn upgrade_to_6(db: &redb::Database) -> Result<()> {
                 let (k, v) = row?;
                 let docno = k.value();
                 let old: DocInfoV5 = decode(v.value(), "schema-5 docinfo")?;
-                let name = schema::entry_table_name(&old.layer, &old.domain)?;
-                if !tables.contains_key(&name) {
+                // A record naming no table (a damaged store, which `check`
+                // reports) gets no last access time, rather than failing the open.
+                let name = schema::entry_table_name(&old.layer, &old.domain).unwrap_or_default();
+                if !tables.contains_key(&name) && existing.contains(&name) {
                     let t = txn.open_table(schema::entry_table(&name))?;
                     tables.insert(name.clone(), t);
                 }
