@@ -70,6 +70,14 @@ impl DocInfo {
         entry.access_timestamps.extend(self.access.iter().map(|&t| time::from_micros(t)));
     }
 
+    /// Whether `entry` holds exactly this record's access metadata.
+    #[must_use]
+    pub fn access_of(&self, entry: &MemoryEntry) -> bool {
+        entry.access_count == self.access_count
+            && entry.last_accessed.as_ref().map(time::to_micros) == self.last_accessed
+            && entry.access_timestamps.iter().map(time::to_micros).eq(self.access.iter().copied())
+    }
+
     /// Builds the record for `entry` with document length `doc_len`.
     #[must_use]
     pub fn from_entry(entry: &MemoryEntry, doc_len: u32) -> Self {

@@ -203,12 +203,19 @@ impl Reader {
     pub fn entry_in(&self, layer: &str, domain: &str, docno: u64) -> Result<Option<MemoryEntry>> {
         let mut e = self.stored_entry(layer, domain, docno)?;
         if let Some(e) = &mut e {
-            match self.docinfo(docno)? {
-                Some(info) => info.access_into(e),
-                None => self.access.entry(docno, e),
-            }
+            self.access_into(docno, e)?;
         }
         Ok(e)
+    }
+
+    /// Sets the access metadata of `e`, the entry row at `docno`, to what this
+    /// snapshot sees of it (its compact record's, pending records included).
+    fn access_into(&self, docno: u64, e: &mut MemoryEntry) -> Result<()> {
+        match self.docinfo(docno)? {
+            Some(info) => info.access_into(e),
+            None => self.access.entry(docno, e),
+        }
+        Ok(())
     }
 
     /// The entry of `info` (its compact record as [`Reader::docinfo`] returns it)
@@ -264,10 +271,7 @@ impl Reader {
     pub fn table_entries(&self, layer: &str, domain: &str) -> Result<Vec<(u64, MemoryEntry)>> {
         let mut out = self.table_rows(layer, domain)?;
         for (d, e) in &mut out {
-            match self.docinfo(*d)? {
-                Some(info) => info.access_into(e),
-                None => self.access.entry(*d, e),
-            }
+            self.access_into(*d, e)?;
         }
         Ok(out)
     }

@@ -251,16 +251,13 @@ pub(crate) fn upgrade_to_5(db: &redb::Database) -> Result<()> {
     txn.open_table(POSTING_TAIL)?;
     {
         let mut cards = txn.open_table(FACT_CARDS)?;
-        let names: Vec<String> = txn
-            .list_tables()?
-            .map(|h| h.name().to_owned())
-            .filter(|n| {
-                schema::parse_entry_table_name(n)
-                    .is_some_and(|(layer, _)| layer == super::keys::FACT_LAYER)
-            })
-            .collect();
-        for name in names {
-            let table = txn.open_table(schema::entry_table(&name))?;
+        let names = entry_table_names(txn.list_tables()?);
+        let facts = names.iter().filter(|n| {
+            schema::parse_entry_table_name(n)
+                .is_some_and(|(layer, _)| layer == super::keys::FACT_LAYER)
+        });
+        for name in facts {
+            let table = txn.open_table(schema::entry_table(name))?;
             for row in table.range::<u64>(..)? {
                 let (k, v) = row?;
                 let e: MemoryEntry = decode(v.value(), "memory entry")?;
@@ -299,8 +296,44 @@ struct DocInfoV5 {
     scope: Vec<String>,
 }
 
-/// Records converted per step of [`upgrade_to_6`].
-const UPGRADE_CHUNK: usize = 4_096;
+/// Names of the entry tables among `tables`.
+fn entry_table_names(tables: impl Iterator<Item = redb::UntypedTableHandle>) -> Vec<String> {
+    tables
+        .map(|h| h.name().to_owned())
+        .filter(|n| schema::parse_entry_table_name(n).is_some())
+        .collect()
+}
+
+/// Rows read per step of [`rewrite_rows`].
+const REWRITE_CHUNK: usize = 4_096;
+
+/// Rewrites, in docno order, each row of `table` for which `f` (given its docno
+/// and value) returns a new value; a step reads up to [`REWRITE_CHUNK`] rows,
+/// then writes the new values.
+fn rewrite_rows(
+    table: &mut redb::Table<'_, u64, &'static [u8]>,
+    mut f: impl FnMut(u64, &[u8]) -> Result<Option<Vec<u8>>>,
+) -> Result<()> {
+    let mut from = 0u64;
+    loop {
+        let mut changed: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut last = None;
+        for row in table.range::<u64>(from..)?.take(REWRITE_CHUNK) {
+            let (k, v) = row?;
+            last = Some(k.value());
+            if let Some(new) = f(k.value(), v.value())? {
+                changed.push((k.value(), new));
+            }
+        }
+        for (docno, bytes) in &changed {
+            table.insert(*docno, bytes.as_slice())?;
+        }
+        match last {
+            Some(d) if d < u64::MAX => from = d + 1,
+            _ => return Ok(()),
+        }
+    }
+}
 
 /// Upgrades a schema-5 store to schema 6 in place, in one transaction: each
 /// compact record gets its entry's last access time, and from then on holds the
@@ -310,123 +343,75 @@ pub(crate) fn upgrade_to_6(db: &redb::Database) -> Result<()> {
     let txn = db.begin_write()?;
     {
         // Only tables that exist: opening one in a write transaction creates it.
-        let existing: std::collections::HashSet<String> = txn
-            .list_tables()?
-            .map(|h| h.name().to_owned())
-            .filter(|n| schema::parse_entry_table_name(n).is_some())
-            .collect();
-        let mut docs = txn.open_table(DOCS)?;
+        let existing: std::collections::HashSet<String> =
+            entry_table_names(txn.list_tables()?).into_iter().collect();
         let mut tables = std::collections::HashMap::new();
-        let mut from = 0u64;
-        loop {
-            let mut converted: Vec<(u64, Vec<u8>)> = Vec::with_capacity(UPGRADE_CHUNK);
-            for row in docs.range::<u64>(from..)?.take(UPGRADE_CHUNK) {
-                let (k, v) = row?;
-                let docno = k.value();
-                let old: DocInfoV5 = decode(v.value(), "schema-5 docinfo")?;
-                // A record naming no table (a damaged store, which `check`
-                // reports) gets no last access time, rather than failing the open.
-                let name = schema::entry_table_name(&old.layer, &old.domain).unwrap_or_default();
-                if !tables.contains_key(&name) && existing.contains(&name) {
-                    let t = txn.open_table(schema::entry_table(&name))?;
-                    tables.insert(name.clone(), t);
-                }
-                let last_accessed = match tables.get(&name) {
-                    Some(t) => super::query::entry(t, docno)?
-                        .and_then(|e| e.last_accessed)
-                        .map(|t| crate::model::time::to_micros(&t)),
-                    None => None,
-                };
-                let info = super::DocInfo {
-                    id: old.id,
-                    layer: old.layer,
-                    domain: old.domain,
-                    kind: old.kind,
-                    user_id: old.user_id,
-                    importance: old.importance,
-                    created_at: old.created_at,
-                    visibility: old.visibility,
-                    superseded: old.superseded,
-                    archived: old.archived,
-                    salience: old.salience,
-                    significance: old.significance,
-                    somatic: old.somatic,
-                    access: old.access,
-                    access_count: old.access_count,
-                    last_accessed,
-                    doc_len: old.doc_len,
-                    scope: old.scope,
-                };
-                converted.push((docno, super::encode(&info)?));
+        rewrite_rows(&mut txn.open_table(DOCS)?, |docno, value| {
+            let old: DocInfoV5 = decode(value, "schema-5 docinfo")?;
+            // A record naming no table (a damaged store, which `check` reports)
+            // gets no last access time, rather than failing the open.
+            let name = schema::entry_table_name(&old.layer, &old.domain).unwrap_or_default();
+            if !tables.contains_key(&name) && existing.contains(&name) {
+                let t = txn.open_table(schema::entry_table(&name))?;
+                tables.insert(name.clone(), t);
             }
-            let Some(&(last, _)) = converted.last() else { break };
-            for (docno, bytes) in &converted {
-                docs.insert(*docno, bytes.as_slice())?;
-            }
-            if last == u64::MAX {
-                break;
-            }
-            from = last + 1;
-        }
+            let last_accessed = match tables.get(&name) {
+                Some(t) => super::query::entry(t, docno)?
+                    .and_then(|e| e.last_accessed)
+                    .map(|t| crate::model::time::to_micros(&t)),
+                None => None,
+            };
+            let info = super::DocInfo {
+                id: old.id,
+                layer: old.layer,
+                domain: old.domain,
+                kind: old.kind,
+                user_id: old.user_id,
+                importance: old.importance,
+                created_at: old.created_at,
+                visibility: old.visibility,
+                superseded: old.superseded,
+                archived: old.archived,
+                salience: old.salience,
+                significance: old.significance,
+                somatic: old.somatic,
+                access: old.access,
+                access_count: old.access_count,
+                last_accessed,
+                doc_len: old.doc_len,
+                scope: old.scope,
+            };
+            Ok(Some(super::encode(&info)?))
+        })?;
     }
     txn.open_table(META)?.insert(meta_keys::SCHEMA, 6u32.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
 }
 
-/// Entries whose access metadata is folded per step of [`fold_access`].
-const FOLD_CHUNK: usize = 4_096;
-
 /// Writes each entry's access metadata, which its compact record holds since
 /// schema 6, into the entry row, so that rebuilding the records from the entries
 /// keeps it. A record that is missing or cannot be decoded leaves its entry as it
 /// is (noted in `report`).
 fn fold_access(txn: &WriteTransaction, report: &mut RebuildReport) -> Result<()> {
-    let names: Vec<String> = txn
-        .list_tables()?
-        .map(|h| h.name().to_owned())
-        .filter(|n| schema::parse_entry_table_name(n).is_some())
-        .collect();
     let docs = txn.open_table(DOCS)?;
-    for name in names {
-        let mut table = txn.open_table(schema::entry_table(&name))?;
-        let mut from = 0u64;
-        loop {
-            let mut changed: Vec<(u64, Vec<u8>)> = Vec::new();
-            let mut last = None;
-            for row in table.range::<u64>(from..)?.take(FOLD_CHUNK) {
-                let (k, v) = row?;
-                let docno = k.value();
-                last = Some(docno);
-                let Some(record) = docs.get(docno)? else { continue };
-                let info = match decode::<super::DocInfo>(record.value(), "docinfo") {
-                    Ok(info) => info,
-                    Err(_) => {
-                        report.problems.push(format!(
-                            "the record of docno {docno} cannot be decoded; its entry's \
-                             access metadata is kept as written"
-                        ));
-                        continue;
-                    }
-                };
-                let mut e: MemoryEntry = decode(v.value(), "memory entry")?;
-                let before =
-                    (e.access_count, e.last_accessed, std::mem::take(&mut e.access_timestamps));
-                info.access_into(&mut e);
-                if (e.access_count, e.last_accessed, &e.access_timestamps)
-                    != (before.0, before.1, &before.2)
-                {
-                    changed.push((docno, super::encode(&e)?));
-                }
+    for name in entry_table_names(txn.list_tables()?) {
+        rewrite_rows(&mut txn.open_table(schema::entry_table(&name))?, |docno, value| {
+            let Some(record) = docs.get(docno)? else { return Ok(None) };
+            let Ok(info) = decode::<super::DocInfo>(record.value(), "docinfo") else {
+                report.problems.push(format!(
+                    "the record of docno {docno} cannot be decoded; its entry's access \
+                     metadata is kept as written"
+                ));
+                return Ok(None);
+            };
+            let mut e: MemoryEntry = decode(value, "memory entry")?;
+            if info.access_of(&e) {
+                return Ok(None);
             }
-            for (docno, bytes) in &changed {
-                table.insert(*docno, bytes.as_slice())?;
-            }
-            match last {
-                Some(d) if d < u64::MAX => from = d + 1,
-                _ => break,
-            }
-        }
+            info.access_into(&mut e);
+            Ok(Some(super::encode(&e)?))
+        })?;
     }
     Ok(())
 }
