@@ -152,13 +152,20 @@ pub fn reconcile(new_content: &str, existing: &[(&str, &str)]) -> DedupDecision 
 #[must_use]
 pub fn token_overlap_score(a: &str, b: &str) -> f64 {
     let la = a.to_lowercase();
-    let lb = b.to_lowercase();
     let ta: BTreeSet<&str> = py_split(&la).collect();
-    let tb: BTreeSet<&str> = py_split(&lb).collect();
+    overlap_with(&ta, b)
+}
+
+/// [`token_overlap_score`] of a text whose words are `ta` and `b`.
+fn overlap_with(ta: &BTreeSet<&str>, b: &str) -> f64 {
+    let lb = b.to_lowercase();
+    let mut tb: Vec<&str> = py_split(&lb).collect();
+    tb.sort_unstable();
+    tb.dedup();
     if ta.is_empty() || tb.is_empty() {
         return 0.0;
     }
-    let inter = ta.intersection(&tb).count();
+    let inter = tb.iter().filter(|w| ta.contains(*w)).count();
     inter as f64 / (ta.len() + tb.len() - inter) as f64
 }
 
@@ -173,7 +180,10 @@ pub fn overlap_words(text: &str) -> BTreeSet<String> {
 /// more than 0.7 ([`token_overlap_score`]).
 #[must_use]
 pub fn prefilter_drops<'a>(candidate: &str, active: impl IntoIterator<Item = &'a str>) -> bool {
-    active.into_iter().any(|f| token_overlap_score(candidate, f) > PREFILTER_THRESHOLD)
+    // The candidate's words once, not once per active fact.
+    let lower = candidate.to_lowercase();
+    let words: BTreeSet<&str> = py_split(&lower).collect();
+    active.into_iter().any(|f| overlap_with(&words, f) > PREFILTER_THRESHOLD)
 }
 
 /// The smallest overlap `|A ∩ B|` that can give a similarity >= `threshold` with a
@@ -303,7 +313,42 @@ mod tests {
             .prop_map(|ix| ix.into_iter().map(|i| VOCAB[i].to_owned()).collect())
     }
 
+    /// Texts of repeated, cased and punctuated words, as the pre-filter sees them.
+    fn arb_text() -> impl Strategy<Value = String> {
+        let word = prop_oneof![
+            proptest::sample::select(VOCAB).prop_map(str::to_owned),
+            proptest::sample::select(VOCAB).prop_map(|w| format!("{}.", w.to_uppercase())),
+            Just("Tea,".to_owned()),
+        ];
+        proptest::collection::vec(word, 0..10).prop_map(|w| w.join(" "))
+    }
+
     proptest! {
+        /// The pre-filter, which splits the candidate once for all the active
+        /// facts, decides as the Jaccard of freshly built word sets would.
+        #[test]
+        fn prefilter_matches_a_set_oracle(
+            candidate in arb_text(),
+            active in proptest::collection::vec(arb_text(), 0..8),
+        ) {
+            let words = |t: &str| -> BTreeSet<String> {
+                t.to_lowercase().split_whitespace().map(str::to_owned).collect()
+            };
+            let oracle = |a: &str, b: &str| {
+                let (x, y) = (words(a), words(b));
+                if x.is_empty() || y.is_empty() {
+                    return 0.0;
+                }
+                let inter = x.intersection(&y).count();
+                inter as f64 / (x.len() + y.len() - inter) as f64
+            };
+            for f in &active {
+                prop_assert_eq!(token_overlap_score(&candidate, f), oracle(&candidate, f));
+            }
+            let want = active.iter().any(|f| oracle(&candidate, f) > PREFILTER_THRESHOLD);
+            prop_assert_eq!(prefilter_drops(&candidate, active.iter().map(String::as_str)), want);
+        }
+
         #[test]
         fn probe_misses_nothing(
             new in arb_set(),

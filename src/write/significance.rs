@@ -41,7 +41,9 @@ fn relevance_of_sets(q: &BTreeSet<String>, c: &BTreeSet<String>) -> f64 {
     if q.is_empty() {
         return 0.0;
     }
-    q.iter().filter(|t| c.contains(*t)).count() as f64 / q.len() as f64
+    // One ordered walk of both sets (or a search of the larger for each of the
+    // smaller's tokens, whichever is cheaper) rather than a search per token.
+    q.intersection(c).count() as f64 / q.len() as f64
 }
 
 /// The gate's threshold on the overall score.
