@@ -11,8 +11,10 @@
 //!
 //! Reads overlay the pending records on what they read from the store
 //! ([`AccessView`]), so a recall, `get` or export sees exactly what it would see had
-//! each access been written at once. Other writers read entries as stored; what they
-//! write back keeps the records valid (they are applied on top later). Each record
+//! each access been written at once. Other writers read entries and their compact
+//! records as stored; what they write back keeps the records valid (they are
+//! applied on top later). Writing a record rewrites the memory's compact record
+//! only: a memory's access metadata lives there (schema 6). Each record
 //! has a sequence number; the store keeps the number of the last record written
 //! (meta [`super::meta_keys::ACCESS_APPLIED`]) in the same transaction as the
 //! records, so a read snapshot overlays precisely the records its snapshot does not
