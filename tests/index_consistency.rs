@@ -247,6 +247,13 @@ struct DocInfoV5 {
     scope: Vec<String>,
 }
 
+impl DocInfoV5 {
+    /// The record as schema 5 stored it: one version byte, then postcard.
+    fn encode(&self) -> Vec<u8> {
+        postcard::to_extend(self, vec![1u8]).expect("encode")
+    }
+}
+
 /// Rewrites every `docs` record in the schema-5 layout.
 fn docs_as_schema_5(txn: &redb::WriteTransaction) {
     use redb::ReadableTable;
@@ -291,9 +298,7 @@ fn docs_as_schema_5(txn: &redb::WriteTransaction) {
             doc_len: i.doc_len,
             scope: i.scope,
         };
-        // A record is one version byte, then postcard.
-        let bytes = postcard::to_extend(&old, vec![1u8]).expect("encode");
-        docs.insert(docno, bytes.as_slice()).expect("insert");
+        docs.insert(docno, old.encode().as_slice()).expect("insert");
     }
 }
 
@@ -430,8 +435,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
                     doc_len: 1,
                     scope: Vec::new(),
                 };
-                let bytes = postcard::to_extend(&old, vec![1u8]).expect("encode");
-                docs.insert(docno, bytes.as_slice()).expect("insert");
+                docs.insert(docno, old.encode().as_slice()).expect("insert");
             }
         }
         txn.commit().expect("commit");

@@ -79,8 +79,9 @@ pub struct Sizes {
     /// under way.
     pub checkpoint: u64,
     /// Bytes of the active log past which a commit waits for the copy under way
-    /// (a limit below `checkpoint` counts as `checkpoint`): below it, a full log takes more commits while the
-    /// copy before it finishes, so commits wait only when the disk falls behind.
+    /// (a limit below `checkpoint` counts as `checkpoint`): below it, a full log
+    /// takes more commits while the copy before it finishes, so commits wait only
+    /// when the disk falls behind.
     pub limit: u64,
     /// The log grows by this many bytes at a time, zeros written once, so that an
     /// append overwrites allocated blocks and its sync changes no file-system
