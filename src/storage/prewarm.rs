@@ -22,15 +22,27 @@ pub const CACHE_SHARE: u64 = 4;
 pub const REDB_DEFAULT_CACHE: u64 = 1 << 30;
 /// Rows read between two looks at the stop flag.
 const STOP_CHECK_EVERY: u64 = 4096;
+/// redb's bytes per pair in a `docs` leaf beside the 8-byte key and the value:
+/// the value's end offset.
+const ROW_OVERHEAD: u64 = 4;
+/// The fewest bytes a ranking record encodes to: the version byte, then empty
+/// strings and lists, no options, small numbers (postcard writes each in one
+/// byte) and the two `f64`s (8 bytes each). A test encodes such a record.
+const MIN_RECORD_BYTES: u64 = 33;
+/// The fewest bytes a `docs` row takes in a leaf.
+const MIN_ROW_BYTES: u64 = 8 + ROW_OVERHEAD + MIN_RECORD_BYTES;
 
 /// What a prewarm did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Prewarm {
     /// Every `docs` record was read: this many.
     Read(u64),
-    /// The table takes more than its share of the cache: nothing was read.
+    /// The table takes more than its share of the cache. Either its row count
+    /// alone says so and nothing was read, or the rows read in order reached the
+    /// share first and the read stopped there.
     TooLarge {
-        /// The table's bytes (records and B-tree metadata).
+        /// The table's bytes as far as they were counted (keys, records and
+        /// offsets): more than `budget`, at most the table's.
         bytes: u64,
         /// The most it may take.
         budget: u64,
@@ -43,21 +55,29 @@ impl Store {
     /// Reads every `docs` record once, in key order, unless the table takes more
     /// than `cache_bytes / CACHE_SHARE`; stops early when `stop` is set.
     ///
+    /// The table's size is not measured first (redb's `stats()` walks every page
+    /// of it, about as much work as the read itself): its row count, which redb
+    /// keeps, rules out a table that cannot fit, and the bytes read are counted as
+    /// the read goes, so a table larger than it looked stops at its share.
+    ///
     /// # Errors
     /// Storage errors.
     pub fn prewarm_docs(&self, cache_bytes: u64, stop: &AtomicBool) -> Result<Prewarm> {
         let txn = self.db.begin_read()?;
         let docs = txn.open_table(DOCS)?;
-        let stats = docs.stats()?;
-        let bytes = stats.stored_bytes() + stats.metadata_bytes() + stats.fragmented_bytes();
         let budget = cache_bytes / CACHE_SHARE;
-        if bytes > budget {
-            return Ok(Prewarm::TooLarge { bytes, budget });
+        let least = docs.len()?.saturating_mul(MIN_ROW_BYTES);
+        if least > budget {
+            return Ok(Prewarm::TooLarge { bytes: least, budget });
         }
         let mut n = 0u64;
+        let mut bytes = 0u64;
         for row in docs.iter()? {
             let (_, v) = row?;
-            std::hint::black_box(v.value().len());
+            bytes += 8 + ROW_OVERHEAD + std::hint::black_box(v.value().len()) as u64;
+            if bytes > budget {
+                return Ok(Prewarm::TooLarge { bytes, budget });
+            }
             n += 1;
             if n % STOP_CHECK_EVERY == 0 && stop.load(Ordering::Relaxed) {
                 return Ok(Prewarm::Stopped(n));
@@ -72,6 +92,67 @@ mod tests {
     use super::*;
     use crate::memory::Memory;
     use crate::model::{MemoryEntry, MemoryType};
+    use crate::storage::{DocInfo, encode};
+
+    /// A table whose row count alone rules it out is not read; one that looked
+    /// as if it might fit is read until its bytes pass the budget; one that fits
+    /// is read whole.
+    #[test]
+    fn the_budget_is_checked_by_row_count_then_by_bytes_read() {
+        let mem = Memory::open_in_memory().expect("test store");
+        let n = 3_000u64;
+        let entries: Vec<MemoryEntry> =
+            (0..n).map(|i| MemoryEntry::new(MemoryType::Episodic, format!("record {i}"))).collect();
+        mem.add_batch(entries).expect("test store");
+        let go = AtomicBool::new(false);
+        let least = n * MIN_ROW_BYTES;
+        assert_eq!(
+            mem.store.prewarm_docs(least * CACHE_SHARE - CACHE_SHARE, &go).expect("read"),
+            Prewarm::TooLarge { bytes: least, budget: least - 1 }
+        );
+        let budget = least + 1;
+        match mem.store.prewarm_docs(budget * CACHE_SHARE, &go).expect("read") {
+            Prewarm::TooLarge { bytes, budget: b } => {
+                assert_eq!(b, budget);
+                assert!(bytes > budget && bytes < budget + 200, "stopped at {bytes}");
+            }
+            other => panic!("expected a read stopped at the budget, got {other:?}"),
+        }
+        assert_eq!(
+            mem.store.prewarm_docs(REDB_DEFAULT_CACHE, &go).expect("read"),
+            Prewarm::Read(n)
+        );
+    }
+
+    /// The smallest record encodes to [`MIN_RECORD_BYTES`], so a table's row count
+    /// times [`MIN_ROW_BYTES`] never overstates it.
+    #[test]
+    fn the_smallest_record_is_as_small_as_the_bound_says() {
+        let smallest = DocInfo {
+            id: String::new(),
+            layer: String::new(),
+            domain: String::new(),
+            kind: 0,
+            user_id: None,
+            importance: 0,
+            created_at: 0,
+            visibility: 0,
+            superseded: false,
+            archived: false,
+            salience: 0.0,
+            significance: 0.0,
+            somatic: None,
+            access: Vec::new(),
+            access_count: 0,
+            last_accessed: None,
+            doc_len: 0,
+            scope: Vec::new(),
+        };
+        let bytes = encode(&smallest).expect("encode");
+        assert_eq!(bytes.len() as u64, MIN_RECORD_BYTES);
+        let real = DocInfo::from_entry(&MemoryEntry::new(MemoryType::Core, "x"), 1);
+        assert!(encode(&real).expect("encode").len() as u64 > MIN_RECORD_BYTES);
+    }
 
     /// The stop flag ends the read at the next check; without it every record is
     /// read.
