@@ -654,7 +654,7 @@ impl Memory {
     /// Storage errors only.
     pub fn count(&self) -> Result<u64> {
         use redb::ReadableTableMetadata;
-        Ok(self.read()?.ids.len()?)
+        Ok(self.read()?.ids()?.len()?)
     }
 
     /// Core memory.
@@ -846,7 +846,7 @@ impl Snapshot {
     /// Storage errors only.
     pub fn count(&self) -> Result<u64> {
         use redb::ReadableTableMetadata;
-        Ok(self.reader.ids.len()?)
+        Ok(self.reader.ids()?.len()?)
     }
 }
 
@@ -911,19 +911,19 @@ impl Memory {
             }
         }
         let rows = [
-            ("ids", r.ids.len()?),
+            ("ids", r.ids()?.len()?),
             ("docs", r.docs.len()?),
             ("posting_blocks", r.postings.len()?),
             ("posting_tail", r.tail.docs()),
-            ("fact_tokens", r.fact_tokens.len()?),
-            ("fact_terms", r.fact_terms.len()?),
-            ("fact_prefixes", r.prefixes.len()?),
-            ("fact_attributes", r.attributes.len()?),
-            ("fact_cards", r.fact_cards.len()?),
-            ("entities", r.entities.len()?),
-            ("users", r.users.len()?),
-            ("importance", r.importance.len()?),
-            ("layer_order", r.layer_order.len()?),
+            ("fact_tokens", r.fact_tokens()?.len()?),
+            ("fact_terms", r.fact_terms()?.len()?),
+            ("fact_prefixes", r.prefixes()?.len()?),
+            ("fact_attributes", r.attributes()?.len()?),
+            ("fact_cards", r.fact_cards()?.len()?),
+            ("entities", r.entities()?.len()?),
+            ("users", r.users()?.len()?),
+            ("importance", r.importance()?.len()?),
+            ("layer_order", r.layer_order()?.len()?),
         ];
         for (k, v) in rows {
             s.index_rows.insert(k.to_owned(), v);

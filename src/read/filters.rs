@@ -165,7 +165,7 @@ impl<'r> OwnerRows<'r> {
             self.memo_from = d;
         }
         let owner = self.owner.as_str();
-        let mut rows = self.r.users.range((owner, d)..=(owner, u64::MAX))?;
+        let mut rows = self.r.users()?.range((owner, d)..=(owner, u64::MAX))?;
         let h = match rows.next() {
             Some(row) => row?.0.value().1,
             None => u64::MAX,

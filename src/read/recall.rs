@@ -217,7 +217,7 @@ fn matched_terms(
     query: &[(String, f64)],
 ) -> Result<(Vec<String>, Vec<String>)> {
     let own: BTreeSet<String> = index_terms(content).into_iter().collect();
-    let context: BTreeSet<String> = match r.context.get(docno)? {
+    let context: BTreeSet<String> = match r.context()?.get(docno)? {
         Some(c) => index_terms(c.value()).into_iter().collect(),
         None => BTreeSet::new(),
     };
@@ -359,7 +359,7 @@ impl Memory {
             trace.postings_read += read;
             let mut tagged: Vec<Candidate> = found;
             for row in
-                r.entities.range((ent.as_str(), 0u64)..=(ent.as_str(), u64::MAX))?.take(q.limit)
+                r.entities()?.range((ent.as_str(), 0u64)..=(ent.as_str(), u64::MAX))?.take(q.limit)
             {
                 let docno = row?.0.value().1;
                 if let Some(info) = r.docinfo(docno)?

@@ -408,7 +408,7 @@ pub const VECTOR_SCAN_MAX: u64 = 100_000;
 
 /// Number of stored vectors.
 pub(crate) fn stored_count(r: &Reader) -> Result<u64> {
-    Ok(match &r.embeddings {
+    Ok(match r.embeddings()? {
         Some(t) => t.len()?,
         None => 0,
     })
@@ -416,13 +416,13 @@ pub(crate) fn stored_count(r: &Reader) -> Result<u64> {
 
 /// The stored vector of `docno`, if any.
 pub(crate) fn vector_of(r: &Reader, docno: u64) -> Result<Option<Vec<f32>>> {
-    let Some(t) = &r.embeddings else { return Ok(None) };
+    let Some(t) = r.embeddings()? else { return Ok(None) };
     Ok(t.get(docno)?.and_then(|v| decode_vector(v.value())))
 }
 
 /// Every stored `(docno, vector bytes)` row, for the consistency check.
 pub(crate) fn stored_docnos(r: &Reader) -> Result<Vec<(u64, usize)>> {
-    let Some(t) = &r.embeddings else { return Ok(Vec::new()) };
+    let Some(t) = r.embeddings()? else { return Ok(Vec::new()) };
     let mut out = Vec::new();
     for row in t.range::<u64>(..)? {
         let (k, v) = row?;
@@ -436,7 +436,7 @@ pub(crate) fn stored_docnos(r: &Reader) -> Result<Vec<(u64, usize)>> {
 /// batches of [`SCAN_BATCH`] and scored in parallel on the caller's rayon pool.
 /// `query` must be unit length.
 pub(crate) fn scan(mem: &Memory, r: &Reader, query: &[f32]) -> Result<(Vec<(u64, f32)>, u64)> {
-    let Some(t) = &r.embeddings else { return Ok((Vec::new(), 0)) };
+    let Some(t) = r.embeddings()? else { return Ok((Vec::new(), 0)) };
     let want_len = query.len() * 4;
     let mut hits: Vec<(u64, f32)> = Vec::new();
     let mut batch: Vec<(u64, Vec<u8>)> = Vec::with_capacity(SCAN_BATCH);

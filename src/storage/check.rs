@@ -108,7 +108,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
                 ));
             }
             exp.max_docno = exp.max_docno.max(Some(docno));
-            let context = r.context.get(docno)?.map(|v| v.value().to_owned());
+            let context = r.context()?.get(docno)?.map(|v| v.value().to_owned());
             let keys = index_keys(&e, r.profile(), context.as_deref());
             if exp.ids.insert(e.id.clone(), docno).is_some() {
                 report.problems.push(format!("id {} is stored twice", e.id));
@@ -153,7 +153,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     let mut rows = 0u64;
 
     let mut got_ids = BTreeMap::new();
-    for row in r.ids.range::<&str>(..)? {
+    for row in r.ids()?.range::<&str>(..)? {
         let (k, v) = row?;
         got_ids.insert(k.value().to_owned(), v.value());
         rows += 1;
@@ -243,7 +243,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     got_terms.extend(tail_df);
     diff_map("terms", &exp.terms, &got_terms, p);
     let mut got_ft = BTreeMap::new();
-    for row in r.fact_terms.range::<(&str, &str)>(..)? {
+    for row in r.fact_terms()?.range::<(&str, &str)>(..)? {
         let (k, v) = row?;
         let (a, b) = k.value();
         got_ft.insert((a.to_owned(), b.to_owned()), v.value());
@@ -251,7 +251,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     }
     diff_map("fact_terms", &exp.fact_terms, &got_ft, p);
     let mut got_cards = BTreeMap::new();
-    for row in r.fact_cards.range::<(&str, u64)>(..)? {
+    for row in r.fact_cards()?.range::<(&str, u64)>(..)? {
         let (k, v) = row?;
         let (part, docno) = k.value();
         rows += 1;
@@ -277,16 +277,16 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         }};
     }
     let mut got_ftok = BTreeSet::new();
-    for row in r.fact_tokens.range::<(&str, &str, u64)>(..)? {
+    for row in r.fact_tokens()?.range::<(&str, &str, u64)>(..)? {
         let (k, _) = row?;
         let (a, b, c) = k.value();
         got_ftok.insert((a.to_owned(), b.to_owned(), c));
         rows += 1;
     }
     diff("fact_tokens", &exp.fact_tokens, &got_ftok, p);
-    pairs!(r.entities, "entities", &exp.entities);
-    pairs!(r.users, "users", &exp.users);
-    pairs!(r.layer_order, "layer_order", &exp.layer_order);
+    pairs!(r.entities()?, "entities", &exp.entities);
+    pairs!(r.users()?, "users", &exp.users);
+    pairs!(r.layer_order()?, "layer_order", &exp.layer_order);
     macro_rules! quads {
         ($table:expr, $name:literal, $want:expr) => {{
             let mut got = BTreeSet::new();
@@ -299,10 +299,10 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
             diff($name, $want, &got, p);
         }};
     }
-    quads!(r.prefixes, "fact_prefixes", &exp.prefixes);
-    quads!(r.attributes, "fact_attributes", &exp.attributes);
+    quads!(r.prefixes()?, "fact_prefixes", &exp.prefixes);
+    quads!(r.attributes()?, "fact_attributes", &exp.attributes);
     let mut got_imp = BTreeSet::new();
-    for row in r.importance.range::<(&str, u8, i64, u64)>(..)? {
+    for row in r.importance()?.range::<(&str, u8, i64, u64)>(..)? {
         let (k, _) = row?;
         let (a, b, c, d) = k.value();
         got_imp.insert((a.to_owned(), b, c, d));

@@ -1,10 +1,11 @@
-//! [`Reader`]: a consistent snapshot with every table open.
+//! [`Reader`]: a consistent snapshot of the store; the tables a read may not
+//! need are opened on first use.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
-use redb::{ReadOnlyTable, ReadTransaction, TableHandle};
+use redb::{ReadOnlyTable, ReadTransaction, TableDefinition, TableHandle};
 
 use super::access_log::{AccessLog, AccessView, ReadGuard};
 use super::block_cache::BlockCache;
@@ -19,31 +20,36 @@ use crate::model::MemoryEntry;
 
 type Str = &'static str;
 type Bytes = &'static [u8];
+/// A fact-prefix or fact-attribute row: (slot key or attribute, user, domain,
+/// docno).
+type FactKey = (Str, Str, Str, u64);
+/// An importance row: (layer, importance, created µs, docno).
+type ImportanceKey = (Str, u8, i64, u64);
 
 /// A read snapshot: sees exactly the transactions committed before it began.
 pub struct Reader {
     profile: Profile,
     txn: ReadTransaction,
     pub(crate) meta: ReadOnlyTable<Str, Bytes>,
-    pub(crate) ids: ReadOnlyTable<Str, u64>,
+    ids: OnceLock<ReadOnlyTable<Str, u64>>,
     pub(crate) docs: ReadOnlyTable<u64, Bytes>,
     pub(crate) postings: ReadOnlyTable<(Str, u64), Bytes>,
-    pub(crate) fact_tokens: ReadOnlyTable<(Str, Str, u64), ()>,
-    pub(crate) fact_terms: ReadOnlyTable<(Str, Str), u64>,
-    pub(crate) prefixes: ReadOnlyTable<(Str, Str, Str, u64), ()>,
-    pub(crate) attributes: ReadOnlyTable<(Str, Str, Str, u64), ()>,
-    pub(crate) fact_cards: ReadOnlyTable<(Str, u64), Bytes>,
-    pub(crate) entities: ReadOnlyTable<(Str, u64), ()>,
-    pub(crate) users: ReadOnlyTable<(Str, u64), ()>,
-    pub(crate) importance: ReadOnlyTable<(Str, u8, i64, u64), ()>,
-    pub(crate) layer_order: ReadOnlyTable<(Str, u64), ()>,
-    pub(crate) context: ReadOnlyTable<u64, Str>,
+    fact_tokens: OnceLock<ReadOnlyTable<(Str, Str, u64), ()>>,
+    fact_terms: OnceLock<ReadOnlyTable<(Str, Str), u64>>,
+    prefixes: OnceLock<ReadOnlyTable<FactKey, ()>>,
+    attributes: OnceLock<ReadOnlyTable<FactKey, ()>>,
+    fact_cards: OnceLock<ReadOnlyTable<(Str, u64), Bytes>>,
+    entities: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
+    users: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
+    importance: OnceLock<ReadOnlyTable<ImportanceKey, ()>>,
+    layer_order: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
+    context: OnceLock<ReadOnlyTable<u64, Str>>,
     /// Stored vectors; `None` in a store written before the table existed.
-    pub(crate) embeddings: Option<ReadOnlyTable<u64, Bytes>>,
+    embeddings: OnceLock<Option<ReadOnlyTable<u64, Bytes>>>,
     entry_tables: Mutex<HashMap<String, ReadOnlyTable<u64, Bytes>>>,
-    /// The graph's adjacency table, opened on first use (recall asks it about
-    /// every word window of its query).
-    graph_adj: std::sync::OnceLock<ReadOnlyTable<(Str, u64), ()>>,
+    /// The graph's adjacency table (recall asks it about every word window of
+    /// its query).
+    graph_adj: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     stats: CorpusStats,
     /// The postings tail of this snapshot, indexed (see [`super::tail`]).
     pub(crate) tail: Arc<TailIndex>,
@@ -88,26 +94,22 @@ impl Reader {
         Ok(Self {
             profile,
             meta,
-            ids: txn.open_table(IDS)?,
+            ids: OnceLock::new(),
             docs: txn.open_table(DOCS)?,
             postings: txn.open_table(POSTINGS)?,
-            fact_tokens: txn.open_table(FACT_TOKENS)?,
-            fact_terms: txn.open_table(FACT_TERMS)?,
-            prefixes: txn.open_table(PREFIXES)?,
-            attributes: txn.open_table(ATTRIBUTES)?,
-            fact_cards: txn.open_table(FACT_CARDS)?,
-            entities: txn.open_table(ENTITIES)?,
-            users: txn.open_table(USERS)?,
-            importance: txn.open_table(IMPORTANCE)?,
-            layer_order: txn.open_table(LAYER_ORDER)?,
-            context: txn.open_table(CONTEXT)?,
-            embeddings: match txn.open_table(EMBEDDINGS) {
-                Ok(t) => Some(t),
-                Err(redb::TableError::TableDoesNotExist(_)) => None,
-                Err(e) => return Err(e.into()),
-            },
+            fact_tokens: OnceLock::new(),
+            fact_terms: OnceLock::new(),
+            prefixes: OnceLock::new(),
+            attributes: OnceLock::new(),
+            fact_cards: OnceLock::new(),
+            entities: OnceLock::new(),
+            users: OnceLock::new(),
+            importance: OnceLock::new(),
+            layer_order: OnceLock::new(),
+            context: OnceLock::new(),
+            embeddings: OnceLock::new(),
             entry_tables: Mutex::new(HashMap::new()),
-            graph_adj: std::sync::OnceLock::new(),
+            graph_adj: OnceLock::new(),
             stats,
             tail,
             blocks: Arc::clone(blocks),
@@ -153,13 +155,90 @@ impl Reader {
         &self.txn
     }
 
-    /// The graph's adjacency table (opened once per snapshot).
-    pub(crate) fn graph_adj(&self) -> Result<&ReadOnlyTable<(Str, u64), ()>> {
-        if let Some(t) = self.graph_adj.get() {
+    /// `table`, opened from this snapshot on first use.
+    fn lazy<'r, K: redb::Key + 'static, V: redb::Value + 'static>(
+        &'r self,
+        table: &'r OnceLock<ReadOnlyTable<K, V>>,
+        def: TableDefinition<'static, K, V>,
+    ) -> Result<&'r ReadOnlyTable<K, V>> {
+        if let Some(t) = table.get() {
             return Ok(t);
         }
-        let t = self.txn.open_table(GRAPH_ADJ)?;
-        Ok(self.graph_adj.get_or_init(|| t))
+        let t = self.txn.open_table(def)?;
+        Ok(table.get_or_init(|| t))
+    }
+
+    /// The graph's adjacency table.
+    pub(crate) fn graph_adj(&self) -> Result<&ReadOnlyTable<(Str, u64), ()>> {
+        self.lazy(&self.graph_adj, GRAPH_ADJ)
+    }
+
+    /// The id index (id to docno).
+    pub(crate) fn ids(&self) -> Result<&ReadOnlyTable<Str, u64>> {
+        self.lazy(&self.ids, IDS)
+    }
+
+    /// The fact-token index.
+    pub(crate) fn fact_tokens(&self) -> Result<&ReadOnlyTable<(Str, Str, u64), ()>> {
+        self.lazy(&self.fact_tokens, FACT_TOKENS)
+    }
+
+    /// The fact-token document frequencies.
+    pub(crate) fn fact_terms(&self) -> Result<&ReadOnlyTable<(Str, Str), u64>> {
+        self.lazy(&self.fact_terms, FACT_TERMS)
+    }
+
+    /// The fact-prefix index.
+    pub(crate) fn prefixes(&self) -> Result<&ReadOnlyTable<FactKey, ()>> {
+        self.lazy(&self.prefixes, PREFIXES)
+    }
+
+    /// The fact-attribute index.
+    pub(crate) fn attributes(&self) -> Result<&ReadOnlyTable<FactKey, ()>> {
+        self.lazy(&self.attributes, ATTRIBUTES)
+    }
+
+    /// The fact cards.
+    pub(crate) fn fact_cards(&self) -> Result<&ReadOnlyTable<(Str, u64), Bytes>> {
+        self.lazy(&self.fact_cards, FACT_CARDS)
+    }
+
+    /// The entity index.
+    pub(crate) fn entities(&self) -> Result<&ReadOnlyTable<(Str, u64), ()>> {
+        self.lazy(&self.entities, ENTITIES)
+    }
+
+    /// The user index.
+    pub(crate) fn users(&self) -> Result<&ReadOnlyTable<(Str, u64), ()>> {
+        self.lazy(&self.users, USERS)
+    }
+
+    /// The importance index.
+    pub(crate) fn importance(&self) -> Result<&ReadOnlyTable<ImportanceKey, ()>> {
+        self.lazy(&self.importance, IMPORTANCE)
+    }
+
+    /// The layer-order index.
+    pub(crate) fn layer_order(&self) -> Result<&ReadOnlyTable<(Str, u64), ()>> {
+        self.lazy(&self.layer_order, LAYER_ORDER)
+    }
+
+    /// The context (conversation) index.
+    pub(crate) fn context(&self) -> Result<&ReadOnlyTable<u64, Str>> {
+        self.lazy(&self.context, CONTEXT)
+    }
+
+    /// Stored vectors; `None` in a store written before the table existed.
+    pub(crate) fn embeddings(&self) -> Result<Option<&ReadOnlyTable<u64, Bytes>>> {
+        if let Some(t) = self.embeddings.get() {
+            return Ok(t.as_ref());
+        }
+        let t = match self.txn.open_table(EMBEDDINGS) {
+            Ok(t) => Some(t),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(e.into()),
+        };
+        Ok(self.embeddings.get_or_init(|| t).as_ref())
     }
 
     /// Corpus statistics.
@@ -186,7 +265,7 @@ impl Reader {
 
     /// The docno of memory `id`.
     pub fn docno_of(&self, id: &str) -> Result<Option<u64>> {
-        query::docno_of(&self.ids, id)
+        query::docno_of(self.ids()?, id)
     }
 
     /// The compact record of `docno`.
