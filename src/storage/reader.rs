@@ -90,7 +90,8 @@ impl Reader {
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(TailIndex::default()),
             Err(e) => Err(e.into()),
         })?;
-        // Tables a fresh store has not created yet read as empty.
+        // Every table is created with the store (`Writer::create_all`); those a
+        // read may not need are opened when it first asks for them.
         Ok(Self {
             profile,
             meta,
