@@ -95,16 +95,22 @@ mod tests {
     use crate::model::{MemoryEntry, MemoryType};
     use crate::storage::{DocInfo, encode};
 
+    /// An in-memory store of `n` short memories.
+    fn store_of(n: u64) -> Memory {
+        let mem = Memory::open_in_memory().expect("test store");
+        let entries: Vec<MemoryEntry> =
+            (0..n).map(|i| MemoryEntry::new(MemoryType::Episodic, format!("record {i}"))).collect();
+        mem.add_batch(entries).expect("test store");
+        mem
+    }
+
     /// A table whose row count alone rules it out is not read; one that looked
     /// as if it might fit is read until its bytes pass the budget; one that fits
     /// is read whole.
     #[test]
     fn the_budget_is_checked_by_row_count_then_by_bytes_read() {
-        let mem = Memory::open_in_memory().expect("test store");
         let n = 3_000u64;
-        let entries: Vec<MemoryEntry> =
-            (0..n).map(|i| MemoryEntry::new(MemoryType::Episodic, format!("record {i}"))).collect();
-        mem.add_batch(entries).expect("test store");
+        let mem = store_of(n);
         let go = AtomicBool::new(false);
         let least = n * MIN_ROW_BYTES;
         assert_eq!(
@@ -159,11 +165,8 @@ mod tests {
     /// read.
     #[test]
     fn stops_at_the_next_check_when_asked() {
-        let mem = Memory::open_in_memory().expect("test store");
         let n = 2 * STOP_CHECK_EVERY + 5;
-        let entries: Vec<MemoryEntry> =
-            (0..n).map(|i| MemoryEntry::new(MemoryType::Episodic, format!("record {i}"))).collect();
-        mem.add_batch(entries).expect("test store");
+        let mem = store_of(n);
         let go = AtomicBool::new(false);
         assert_eq!(
             mem.store.prewarm_docs(REDB_DEFAULT_CACHE, &go).expect("read"),
