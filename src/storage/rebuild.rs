@@ -251,7 +251,7 @@ pub(crate) fn upgrade_to_5(db: &redb::Database) -> Result<()> {
     txn.open_table(POSTING_TAIL)?;
     {
         let mut cards = txn.open_table(FACT_CARDS)?;
-        let names = entry_table_names(txn.list_tables()?);
+        let names = schema::entry_table_names(txn.list_tables()?);
         let facts = names.iter().filter(|n| {
             schema::parse_entry_table_name(n)
                 .is_some_and(|(layer, _)| layer == super::keys::FACT_LAYER)
@@ -296,14 +296,6 @@ struct DocInfoV5 {
     scope: Vec<String>,
 }
 
-/// Names of the entry tables among `tables`.
-fn entry_table_names(tables: impl Iterator<Item = redb::UntypedTableHandle>) -> Vec<String> {
-    tables
-        .map(|h| h.name().to_owned())
-        .filter(|n| schema::parse_entry_table_name(n).is_some())
-        .collect()
-}
-
 /// Rows read per step of [`rewrite_rows`].
 const REWRITE_CHUNK: usize = 4_096;
 
@@ -344,7 +336,7 @@ pub(crate) fn upgrade_to_6(db: &redb::Database) -> Result<()> {
     {
         // Only tables that exist: opening one in a write transaction creates it.
         let existing: std::collections::HashSet<String> =
-            entry_table_names(txn.list_tables()?).into_iter().collect();
+            schema::entry_table_names(txn.list_tables()?).into_iter().collect();
         let mut tables = std::collections::HashMap::new();
         rewrite_rows(&mut txn.open_table(DOCS)?, |docno, value| {
             let old: DocInfoV5 = decode(value, "schema-5 docinfo")?;
@@ -395,7 +387,7 @@ pub(crate) fn upgrade_to_6(db: &redb::Database) -> Result<()> {
 /// is (noted in `report`).
 fn fold_access(txn: &WriteTransaction, report: &mut RebuildReport) -> Result<()> {
     let docs = txn.open_table(DOCS)?;
-    for name in entry_table_names(txn.list_tables()?) {
+    for name in schema::entry_table_names(txn.list_tables()?) {
         rewrite_rows(&mut txn.open_table(schema::entry_table(&name))?, |docno, value| {
             let Some(record) = docs.get(docno)? else { return Ok(None) };
             let Ok(info) = decode::<super::DocInfo>(record.value(), "docinfo") else {

@@ -149,6 +149,15 @@ pub fn entry_table_name(layer: &str, domain: &str) -> Result<String> {
     Ok(format!("{ENTRY_TABLE_PREFIX}{layer}:{domain}"))
 }
 
+/// Names of the entry tables among `tables` (those [`parse_entry_table_name`]
+/// reads).
+pub(crate) fn entry_table_names(
+    tables: impl Iterator<Item = redb::UntypedTableHandle>,
+) -> Vec<String> {
+    use redb::TableHandle;
+    tables.map(|h| h.name().to_owned()).filter(|n| parse_entry_table_name(n).is_some()).collect()
+}
+
 /// Splits an entry table name back into `(layer, domain)`.
 #[must_use]
 pub fn parse_entry_table_name(name: &str) -> Option<(&str, &str)> {

@@ -1028,13 +1028,7 @@ impl<'t> Writer<'t> {
 
     /// Names of every entry table (`mem:{layer}:{domain}`) in the store.
     pub fn entry_table_names(&self) -> Result<Vec<String>> {
-        use redb::TableHandle;
-        Ok(self
-            .txn
-            .list_tables()?
-            .map(|h| h.name().to_owned())
-            .filter(|n| n.starts_with(ENTRY_TABLE_PREFIX))
-            .collect())
+        Ok(schema::entry_table_names(self.txn.list_tables()?))
     }
 }
 
