@@ -302,8 +302,8 @@ fn docs_as_schema_5(txn: &redb::WriteTransaction) {
     }
 }
 
-/// Writes a store of `TEXTS` as an older schema laid it out: schema 5 kept no last
-/// access time in the compact records, schema 4 had no fact cards either, schema 3
+/// Writes a store of `TEXTS` as an older schema laid it out: schema 6 kept no
+/// terms rows by owner, schema 5 no last access time in the compact records, schema 4 had no fact cards either, schema 3
 /// no postings tail either (everything in blocks). `prepare` runs on the store
 /// first, as the current schema.
 fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)) {
@@ -318,7 +318,11 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     }
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
-    docs_as_schema_5(&txn);
+    let terms: redb::TableDefinition<(&str, u64), &[u8]> = redb::TableDefinition::new("user_terms");
+    assert!(txn.delete_table(terms).expect("drop user terms"));
+    if version < 6 {
+        docs_as_schema_5(&txn);
+    }
     if version < 5 {
         let cards: redb::TableDefinition<(&str, u64), &[u8]> =
             redb::TableDefinition::new("fact_cards");
@@ -339,12 +343,13 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     txn.commit().expect("commit");
 }
 
-/// Schema-3, 4 and 5 stores open as schema 6: an empty postings tail that the
-/// next small write starts, a card for every active fact, which dedup reads, and
-/// compact records that hold the access metadata.
+/// Schema-3 to 6 stores open as schema 7: an empty postings tail that the next
+/// small write starts, a card for every active fact, which dedup reads, compact
+/// records that hold the access metadata, and each memory's terms row, which a
+/// `user_id`-filtered recall scores.
 #[test]
 fn older_schemas_are_upgraded_on_open() {
-    for version in [3u32, 4, 5] {
+    for version in [3u32, 4, 5, 6] {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(format!("v{version}.redb"));
         old_store(&path, version, |_| {});
@@ -357,6 +362,14 @@ fn older_schemas_are_upgraded_on_open() {
             let hits =
                 mem.recall(&soulmem::RecallQuery::new("where does the user live")).expect("recall");
             assert!(hits.memories.iter().any(|m| m.content.contains("Paris")), "{hits:?}");
+            let mut q = soulmem::RecallQuery::new("where does the user live");
+            q.user_id = Some("ana".into());
+            let hits = mem.recall(&q).expect("recall");
+            assert!(hits.memories.iter().any(|m| m.content.contains("Paris")), "{hits:?}");
+            assert_eq!(
+                mem.stats().expect("stats").index_rows["user_terms"],
+                mem.stats().expect("stats").memories
+            );
             // An observe restating a stored fact finds it through its card (no new
             // fact); a new one is stored.
             let opts = soulmem::write::observe::ObserveOptions::default();
@@ -368,7 +381,7 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
-        assert_eq!(schema_of(&path), 6);
+        assert_eq!(schema_of(&path), 7);
     }
 }
 
@@ -443,7 +456,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
     let mem = Memory::open(&path).expect("upgraded despite the damage");
     assert!(!mem.check(|_| {}).expect("check").is_ok(), "the damage is reported");
     drop(mem);
-    assert_eq!(schema_of(&path), 6);
+    assert_eq!(schema_of(&path), 7);
     let db = redb::Database::create(&path).expect("db");
     let txn = db.begin_read().expect("txn");
     let names: Vec<String> = txn

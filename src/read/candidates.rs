@@ -18,6 +18,7 @@ use redb::{AccessGuard, Range};
 
 use crate::error::Result;
 use crate::storage::block_cache::{self, BlockCache, CachedTerm};
+use crate::storage::doc_terms as storage_doc_terms;
 use crate::storage::postings::{self, Header, Posting};
 use crate::storage::tail::TailTerm;
 use crate::storage::{DocInfo, Reader};
@@ -557,7 +558,39 @@ pub fn top_k(
     stats: &[TermStat],
     k: usize,
     mut allow: Option<&mut dyn Allow>,
+    accept: impl FnMut(u64, &DocInfo) -> bool,
+) -> Result<(Vec<Candidate>, u64)> {
+    // One table of length norms for both passes.
+    let norms = Norms::shared(avgdl(r));
+    rank(r, stats, k, accept, |k, keep| search(r, &norms, stats, k, reborrow(&mut allow), keep))
+}
+
+/// [`top_k`] over the memories of `listed` alone, scored from their own terms:
+/// the same memories, scores (to the last bit) and order as [`top_k`] with an
+/// [`Allow`] admitting exactly them, and `accept` asked about the same memories.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on a malformed row.
+pub fn top_k_listed(
+    r: &Reader,
+    stats: &[TermStat],
+    k: usize,
+    listed: &Listed,
+    accept: impl FnMut(u64, &DocInfo) -> bool,
+) -> Result<(Vec<Candidate>, u64)> {
+    let norms = Norms::shared(avgdl(r));
+    let order = scoring_order(r, stats);
+    rank(r, stats, k, accept, |k, keep| search_listed(listed, &norms, &order, k, keep))
+}
+
+/// What [`top_k`] and [`top_k_listed`] share: the two passes around `search`
+/// (given how many to keep and which memories to keep).
+fn rank(
+    r: &Reader,
+    stats: &[TermStat],
+    k: usize,
     mut accept: impl FnMut(u64, &DocInfo) -> bool,
+    mut search: impl FnMut(usize, &mut dyn FnMut(u64) -> Result<bool>) -> Result<Ranked>,
 ) -> Result<(Vec<Candidate>, u64)> {
     if k == 0 || stats.is_empty() {
         return Ok((Vec::new(), 0));
@@ -565,9 +598,7 @@ pub fn top_k(
     // Room for a few rejected memories: a smaller first pass prunes sooner (the
     // k-th score it must beat is higher); the second pass covers the rest exactly.
     let wide = k.saturating_add(k / 4 + 2);
-    // One table of length norms for both passes.
-    let norms = Norms::shared(avgdl(r));
-    let (held, mut read) = search(r, &norms, stats, wide, reborrow(&mut allow), &mut |_| Ok(true))?;
+    let (held, mut read) = search(wide, &mut |_| Ok(true))?;
     let mut verdicts: HashMap<u64, Option<DocInfo>> = HashMap::new();
     let mut verdict = |d: u64| -> Result<bool> {
         if let Some(v) = verdicts.get(&d) {
@@ -589,7 +620,7 @@ pub fn top_k(
     }
     if best.len() < k && held.len() == wide {
         // Too many of the first pass were filtered out: filter while ranking.
-        let (again, more) = search(r, &norms, stats, k, allow, &mut verdict)?;
+        let (again, more) = search(k, &mut verdict)?;
         read += more;
         best = again;
     }
@@ -602,6 +633,10 @@ pub fn top_k(
     out.sort_by(|a, b| b.bm25.total_cmp(&a.bm25).then(a.docno.cmp(&b.docno)));
     Ok((out, read))
 }
+
+/// A search's result: the memories kept, best first (ties by docno), and the
+/// postings it decoded.
+type Ranked = (Vec<(u64, f64)>, u64);
 
 fn reborrow<'s>(a: &'s mut Option<&mut dyn Allow>) -> Option<&'s mut dyn Allow> {
     match a {
@@ -621,7 +656,7 @@ fn search(
     k: usize,
     mut allow: Option<&mut dyn Allow>,
     keep: &mut dyn FnMut(u64) -> Result<bool>,
-) -> Result<(Vec<(u64, f64)>, u64)> {
+) -> Result<Ranked> {
     let avg = norms.avgdl;
     let order = scoring_order(r, stats);
     let mut cursors: Vec<Cursor<'_>> =
@@ -771,6 +806,126 @@ fn search(
     Ok((out, read))
 }
 
+/// The memories of a few owners, each with its own index terms (its
+/// `user_terms` row, see `storage::doc_terms`), in docno order: what
+/// [`top_k_listed`] scores without reading any postings.
+#[derive(Default)]
+pub struct Listed {
+    bytes: Vec<u8>,
+    /// Docno, and where its row sits in `bytes`.
+    rows: Vec<(u64, usize, usize)>,
+}
+
+impl Listed {
+    /// The rows of every memory of `owners` (user ids, `""` for unattributed
+    /// memories), or `None` when they hold more than `max` memories together
+    /// (counted from the `users` index, whose rows are smaller, before any terms
+    /// row is read).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn load(r: &Reader, owners: &[&str], max: usize) -> Result<Option<Self>> {
+        let mut count = 0usize;
+        for &o in owners {
+            for row in r.users()?.range((o, 0u64)..=(o, u64::MAX))? {
+                row?;
+                count += 1;
+                if count > max {
+                    return Ok(None);
+                }
+            }
+        }
+        let mut out = Self::default();
+        for &o in owners {
+            for row in r.user_terms()?.range((o, 0u64)..=(o, u64::MAX))? {
+                let (k, v) = row?;
+                let start = out.bytes.len();
+                out.bytes.extend_from_slice(v.value());
+                out.rows.push((k.value().1, start, out.bytes.len()));
+            }
+        }
+        if owners.len() > 1 {
+            out.rows.sort_unstable_by_key(|&(d, _, _)| d);
+        }
+        Ok(Some(out))
+    }
+
+    /// How many memories it holds.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether it holds none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+/// [`search`] over the memories of `listed`: every one holding a term of
+/// `order` ([`scoring_order`]) is scored from its row, its parts summed in the
+/// order [`search`] sums them, and `keep` is asked about the same memories (in
+/// docno order, those whose score would place). The count returned is of the
+/// (memory, term) pairs scored.
+fn search_listed(
+    listed: &Listed,
+    norms: &Norms,
+    order: &[&TermStat],
+    k: usize,
+    keep: &mut dyn FnMut(u64) -> Result<bool>,
+) -> Result<Ranked> {
+    // The query's terms in byte order (the rows' order), with their place in
+    // `order`.
+    let mut wanted: Vec<(&[u8], usize)> =
+        order.iter().enumerate().map(|(j, t)| (t.token.as_bytes(), j)).collect();
+    wanted.sort_unstable();
+    let mut parts = vec![0.0f64; order.len()];
+    let mut heap: BinaryHeap<Held> = BinaryHeap::with_capacity(k + 1);
+    let mut read = 0u64;
+    for &(d, start, end) in &listed.rows {
+        let mut row = storage_doc_terms::DocTerms::parse(&listed.bytes[start..end])?;
+        let norm = norms.of(row.len);
+        let mut hit = false;
+        let mut q = 0;
+        while q < wanted.len() {
+            let Some((term, tf)) = row.next_term()? else { break };
+            while q < wanted.len() && wanted[q].0 < term {
+                q += 1;
+            }
+            if let Some(&(w, j)) = wanted.get(q)
+                && w == term
+            {
+                if !hit {
+                    parts.fill(0.0);
+                    hit = true;
+                }
+                let t = order[j];
+                parts[j] = t.weight * score_with_norm(t.idf, tf, norm);
+                read += 1;
+                q += 1;
+            }
+        }
+        if !hit {
+            continue;
+        }
+        let score: f64 = parts.iter().sum();
+        if heap.len() == k && heap.peek().is_some_and(|h| score <= h.score) {
+            continue;
+        }
+        if !keep(d)? {
+            continue;
+        }
+        heap.push(Held { score, docno: d });
+        if heap.len() > k {
+            heap.pop();
+        }
+    }
+    let mut out: Vec<(u64, f64)> = heap.into_iter().map(|h| (h.docno, h.score)).collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok((out, read))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -887,6 +1042,74 @@ mod tests {
                     prop_assert_eq!(&pairs, &got_pairs, "cached search {}", i);
                 }
                 prop_assert_eq!(got_pairs, want);
+                found += got.len();
+            }
+            prop_assert!(found > 0, "no query matched anything");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+        /// Scoring an owner's memories from their own terms gives what the
+        /// postings search beside the users index gives: the same memories, scores
+        /// to the last bit, order, and the same memories asked about by the filter,
+        /// in the same order.
+        #[test]
+        fn listed_search_matches_the_postings_search(
+            docs in prop::collection::vec(
+                (prop::collection::vec(0usize..24, 1..9), 0u8..4), 300..900),
+            queries in prop::collection::vec(
+                (prop::collection::vec((0usize..12, 1u8..3), 1..5), 1usize..30, 0u64..4), 1..6),
+        ) {
+            let mem = Memory::open_in_memory().expect("test store");
+            let entries: Vec<MemoryEntry> = docs
+                .iter()
+                .map(|(ws, owner)| {
+                    let text: Vec<&str> = ws.iter().map(|&w| WORDS[(w * w) / 48]).collect();
+                    let mut e = MemoryEntry::new(MemoryType::Episodic, text.join(" "));
+                    // 0: unattributed, 1: the user searched, 2 and 3: others.
+                    e.user_id = (*owner > 0).then(|| format!("u{owner}"));
+                    e
+                })
+                .collect();
+            for chunk in entries.chunks(200) {
+                mem.add_batch(chunk.to_vec()).expect("test store");
+            }
+            let r = mem.read().expect("test store");
+            let owners = crate::read::filters::owners("u1");
+            let visible = docs.iter().filter(|(_, o)| *o <= 1).count();
+            prop_assert!(Listed::load(&r, &owners, visible - 1).expect("load").is_none());
+            let listed = Listed::load(&r, &owners, visible).expect("load").expect("within max");
+            prop_assert_eq!(listed.len(), visible);
+            let mut found = 0;
+            for (words, k, modulo) in queries {
+                let terms: Vec<Term> = words
+                    .iter()
+                    .map(|&(w, wt)| Term {
+                        token: crate::text::stem(WORDS[w]),
+                        weight: f64::from(wt) / 2.0,
+                    })
+                    .collect();
+                let stats = term_stats(&r, &terms).expect("test store");
+                let keep = |d: u64| modulo == 0 || d % (modulo + 1) != 0;
+                let mut asked_rows = Vec::new();
+                let mut users = crate::read::filters::UserDocs::new(&r, "u1");
+                let (want, _) = top_k(&r, &stats, k, Some(&mut users), |d, _| {
+                    asked_rows.push(d);
+                    keep(d)
+                })
+                .expect("test store");
+                let mut asked_listed = Vec::new();
+                let (got, _) = top_k_listed(&r, &stats, k, &listed, |d, _| {
+                    asked_listed.push(d);
+                    keep(d)
+                })
+                .expect("test store");
+                let bits = |c: &[Candidate]| -> Vec<(u64, u64)> {
+                    c.iter().map(|c| (c.docno, c.bm25.to_bits())).collect()
+                };
+                prop_assert_eq!(bits(&got), bits(&want));
+                prop_assert_eq!(asked_listed, asked_rows);
                 found += got.len();
             }
             prop_assert!(found > 0, "no query matched anything");

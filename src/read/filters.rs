@@ -209,15 +209,18 @@ impl<'r> OwnerRows<'r> {
     }
 }
 
+/// The owners whose memories `user` may be shown: the unattributed ones (`""`)
+/// and the user's own.
+#[must_use]
+pub fn owners(user: &str) -> Vec<&str> {
+    if user.is_empty() { vec![""] } else { vec!["", user] }
+}
+
 impl<'r> UserDocs<'r> {
     /// The memories `user` may be shown: theirs and the unattributed ones.
     #[must_use]
     pub fn new(r: &'r Reader, user: &str) -> Self {
-        let mut owners = vec![OwnerRows::new(r, "")];
-        if !user.is_empty() {
-            owners.push(OwnerRows::new(r, user));
-        }
-        Self { owners }
+        Self { owners: owners(user).into_iter().map(|o| OwnerRows::new(r, o)).collect() }
     }
 }
 

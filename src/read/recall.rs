@@ -27,6 +27,12 @@ pub const MAX_GRAPH_TERMS: usize = 8;
 /// the thread pool (and waking its threads) costs more than scoring in place.
 const PARALLEL_RANKING: usize = 256;
 
+/// A `user_id`-filtered recall scores the memories the user may be shown from
+/// their own terms (`storage::doc_terms`) when there are at most this many;
+/// past it, reading their rows would cost more than the postings search beside
+/// the users index.
+pub const LISTED_MAX: usize = 4_096;
+
 /// Query terms for the default profile: tokens minus stop-words, stemmed, plus
 /// their synonyms at a lower weight.
 #[must_use]
@@ -267,17 +273,35 @@ impl Memory {
                 false
             }
         };
-        // With a user filter, text candidates come from the users index: blocks of
-        // postings holding none of the user's (or unattributed) memories are
-        // skipped, and no other memory's record is read.
-        let mut users = q.user_id.as_deref().map(|u| filters::UserDocs::new(&r, u));
-        let (text, read) = candidates::top_k(
-            &r,
-            &stats,
-            pool_size,
-            users.as_mut().map(|u| u as &mut dyn candidates::Allow),
-            &mut accept,
-        )?;
+        // With a user filter, the memories the user may be shown (theirs and the
+        // unattributed ones) are scored from their own terms when they are few
+        // ([`LISTED_MAX`]); otherwise text candidates come from the postings beside
+        // the users index: blocks holding none of those memories are skipped, and
+        // no other memory's record is read.
+        let listed = match q.user_id.as_deref() {
+            Some(u) => candidates::Listed::load(&r, &filters::owners(u), LISTED_MAX)?,
+            None => None,
+        };
+        let mut users = match (&listed, q.user_id.as_deref()) {
+            (None, Some(u)) => Some(filters::UserDocs::new(&r, u)),
+            _ => None,
+        };
+        let mut text_top_k = |stats: &[candidates::TermStat],
+                              k: usize,
+                              accept: &mut dyn FnMut(u64, &DocInfo) -> bool|
+         -> Result<(Vec<Candidate>, u64)> {
+            match &listed {
+                Some(l) => candidates::top_k_listed(&r, stats, k, l, accept),
+                None => candidates::top_k(
+                    &r,
+                    stats,
+                    k,
+                    users.as_mut().map(|u| u as &mut dyn candidates::Allow),
+                    accept,
+                ),
+            }
+        };
+        let (text, read) = text_top_k(&stats, pool_size, &mut accept)?;
         trace.postings_read += read;
         let mut pool: Vec<Pooled> = text
             .into_iter()
@@ -349,13 +373,7 @@ impl Memory {
             let ent_terms: Vec<Term> =
                 index_terms(ent).into_iter().map(|token| Term { token, weight: 0.5 }).collect();
             let ent_stats = candidates::term_stats(&r, &ent_terms)?;
-            let (found, read) = candidates::top_k(
-                &r,
-                &ent_stats,
-                q.limit,
-                users.as_mut().map(|u| u as &mut dyn candidates::Allow),
-                &mut accept,
-            )?;
+            let (found, read) = text_top_k(&ent_stats, q.limit, &mut accept)?;
             trace.postings_read += read;
             let mut tagged: Vec<Candidate> = found;
             for row in

@@ -32,6 +32,8 @@ impl CheckReport {
 }
 
 type Key4 = (String, String, String, u64);
+/// A memory's terms row, decoded: its length and each term with its frequency.
+type TermsRow = (u32, Vec<(String, u32)>);
 
 #[derive(Default)]
 struct Expected {
@@ -46,6 +48,7 @@ struct Expected {
     attributes: BTreeSet<Key4>,
     entities: BTreeSet<(String, u64)>,
     users: BTreeSet<(String, u64)>,
+    user_terms: BTreeMap<(String, u64), TermsRow>,
     importance: BTreeSet<(String, u8, i64, u64)>,
     layer_order: BTreeSet<(String, u64)>,
     docs_count: u64,
@@ -139,6 +142,8 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
                 exp.entities.insert((en.clone(), docno));
             }
             exp.users.insert((user.clone(), docno));
+            let terms = keys.tokens.iter().map(|(t, tf)| (t.clone(), *tf)).collect();
+            exp.user_terms.insert((user.clone(), docno), (keys.doc_len, terms));
             exp.importance.insert((
                 e.layer.clone(),
                 e.importance,
@@ -286,6 +291,26 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     diff("fact_tokens", &exp.fact_tokens, &got_ftok, p);
     pairs!(r.entities()?, "entities", &exp.entities);
     pairs!(r.users()?, "users", &exp.users);
+    let mut got_terms = BTreeMap::new();
+    for row in r.user_terms()?.range::<(&str, u64)>(..)? {
+        let (k, v) = row?;
+        let (user, docno) = k.value();
+        rows += 1;
+        let key = (user.to_owned(), docno);
+        match super::doc_terms::DocTerms::parse(v.value()) {
+            Ok(d) => {
+                let len = d.len;
+                match d.collect() {
+                    Ok(terms) => {
+                        got_terms.insert(key, (len, terms));
+                    }
+                    Err(e) => p.push(format!("user_terms: row {key:?}: {e}")),
+                }
+            }
+            Err(e) => p.push(format!("user_terms: row {key:?}: {e}")),
+        }
+    }
+    diff_map("user_terms", &exp.user_terms, &got_terms, p);
     pairs!(r.layer_order()?, "layer_order", &exp.layer_order);
     macro_rules! quads {
         ($table:expr, $name:literal, $want:expr) => {{

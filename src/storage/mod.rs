@@ -8,6 +8,7 @@ mod access_log;
 pub mod block_cache;
 pub mod check;
 mod codec;
+pub mod doc_terms;
 mod docinfo;
 pub mod faulty;
 pub mod graph;
@@ -423,6 +424,10 @@ impl Store {
                     if found < 6 {
                         // Schema 6 keeps the access metadata in the compact records.
                         rebuild::upgrade_to_6(&db)?;
+                    }
+                    if found < 7 {
+                        // Schema 7 adds each memory's own terms, by owner.
+                        rebuild::upgrade_to_7(&db, profile)?;
                     }
                 }
                 profile

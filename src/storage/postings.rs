@@ -164,7 +164,8 @@ fn corrupt(what: &str) -> Error {
     Error::Corrupted(format!("postings block: {what}"))
 }
 
-fn put(out: &mut Vec<u8>, mut v: u64) {
+/// Appends `v` as a LEB128 varint.
+pub(crate) fn put(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -172,8 +173,9 @@ fn put(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Reads a LEB128 varint at `pos` and moves past it.
 #[inline]
-fn get(buf: &[u8], pos: &mut usize) -> Result<u64> {
+pub(crate) fn get(buf: &[u8], pos: &mut usize) -> Result<u64> {
     // Most values (term frequencies, lengths, dense deltas) fit one byte.
     if let Some(&b) = buf.get(*pos)
         && b < 0x80
@@ -197,8 +199,9 @@ fn get_long(buf: &[u8], pos: &mut usize) -> Result<u64> {
     Err(corrupt("varint too long"))
 }
 
+/// [`get`] of a value that must fit 32 bits.
 #[inline]
-fn get32(buf: &[u8], pos: &mut usize) -> Result<u32> {
+pub(crate) fn get32(buf: &[u8], pos: &mut usize) -> Result<u32> {
     u32::try_from(get(buf, pos)?).map_err(|_| corrupt("value out of range"))
 }
 

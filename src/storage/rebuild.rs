@@ -45,6 +45,7 @@ fn delete_index_tables(txn: &WriteTransaction) -> Result<()> {
     txn.delete_table(ATTRIBUTES)?;
     txn.delete_table(ENTITIES)?;
     txn.delete_table(USERS)?;
+    txn.delete_table(USER_TERMS)?;
     txn.delete_table(IMPORTANCE)?;
     txn.delete_table(LAYER_ORDER)?;
     txn.delete_table(POSTING_TAIL)?;
@@ -377,6 +378,47 @@ pub(crate) fn upgrade_to_6(db: &redb::Database) -> Result<()> {
         })?;
     }
     txn.open_table(META)?.insert(meta_keys::SCHEMA, 6u32.to_le_bytes().as_slice())?;
+    txn.commit()?;
+    Ok(())
+}
+
+/// Upgrades a schema-6 store to schema 7 in place, in one transaction: writes
+/// each memory's `user_terms` row (its index terms, from its entry and context,
+/// as the writer derives its postings). The rows are written in the order of the
+/// `users` index, whose keys they share. Nothing else changes.
+pub(crate) fn upgrade_to_7(db: &redb::Database, profile: crate::Profile) -> Result<()> {
+    let txn = db.begin_write()?;
+    {
+        let users = txn.open_table(USERS)?;
+        let docs = txn.open_table(DOCS)?;
+        let context = txn.open_table(CONTEXT)?;
+        let mut rows = txn.open_table(USER_TERMS)?;
+        let existing: std::collections::HashSet<String> =
+            schema::entry_table_names(txn.list_tables()?).into_iter().collect();
+        let mut tables = std::collections::HashMap::new();
+        for row in users.range::<(&str, u64)>(..)? {
+            let (k, _) = row?;
+            let (user, docno) = k.value();
+            // A users row without a record or entry (a damaged store, which
+            // `check` reports) gets no terms row, rather than failing the open.
+            let Some(info) = docs.get(docno)? else { continue };
+            let info: super::DocInfo = decode(info.value(), "docinfo")?;
+            let name = schema::entry_table_name(&info.layer, &info.domain).unwrap_or_default();
+            if !tables.contains_key(&name) && existing.contains(&name) {
+                let t = txn.open_table(schema::entry_table(&name))?;
+                tables.insert(name.clone(), t);
+            }
+            let Some(e) =
+                tables.get(&name).map(|t| super::query::entry(t, docno)).transpose()?.flatten()
+            else {
+                continue;
+            };
+            let ctx = context.get(docno)?.map(|v| v.value().to_owned());
+            let keys = index_keys(&e, profile, ctx.as_deref());
+            rows.insert((user, docno), super::doc_terms::encode(&keys).as_slice())?;
+        }
+    }
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, 7u32.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
 }

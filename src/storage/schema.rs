@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -80,6 +80,12 @@ pub const ENTITIES: TableDefinition<(&str, u64), ()> = TableDefinition::new("ent
 /// `(user_id or "", docno) → ()` for every entry: the memories a `user_id` filter
 /// admits (the user's and the unattributed ones) without reading any record.
 pub const USERS: TableDefinition<(&str, u64), ()> = TableDefinition::new("users");
+
+/// `(user_id or "", docno) → the memory's index terms` for every entry: each term
+/// with its weighted frequency, and the memory's length, as its postings hold
+/// them (`storage::doc_terms` has the encoding). A `user_id`-filtered recall of an
+/// owner with few memories scores them from these neighbouring rows (schema 7).
+pub const USER_TERMS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("user_terms");
 
 /// `(layer, importance, created_at µs, docno) → ()`: eviction order.
 pub const IMPORTANCE: TableDefinition<(&str, u8, i64, u64), ()> =

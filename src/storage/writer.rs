@@ -9,7 +9,7 @@ use super::codec::{decode, decode_self_model, encode, encode_self_model};
 use super::docinfo::DocInfo;
 use super::keys::{IndexKeys, index_keys, index_keys_with};
 use super::schema::{self, *};
-use super::{CorpusStats, meta_keys, postings, query, tail};
+use super::{CorpusStats, doc_terms, meta_keys, postings, query, tail};
 use crate::Profile;
 use crate::error::{Error, Result};
 use crate::model::{MemoryEntry, SelfModel, time};
@@ -33,6 +33,7 @@ pub struct Writer<'t> {
     pub(crate) fact_cards: Table<'t, (Str, u64), Bytes>,
     pub(crate) entities: Table<'t, (Str, u64), ()>,
     pub(crate) users: Table<'t, (Str, u64), ()>,
+    pub(crate) user_terms: Table<'t, (Str, u64), Bytes>,
     pub(crate) importance: Table<'t, (Str, u8, i64, u64), ()>,
     pub(crate) layer_order: Table<'t, (Str, u64), ()>,
     pub(crate) context: Table<'t, u64, Str>,
@@ -271,6 +272,7 @@ impl<'t> Writer<'t> {
             fact_cards: txn.open_table(FACT_CARDS)?,
             entities: txn.open_table(ENTITIES)?,
             users: txn.open_table(USERS)?,
+            user_terms: txn.open_table(USER_TERMS)?,
             importance: txn.open_table(IMPORTANCE)?,
             layer_order: txn.open_table(LAYER_ORDER)?,
             context: txn.open_table(CONTEXT)?,
@@ -660,8 +662,14 @@ impl<'t> Writer<'t> {
             self.entities.insert(k, ())?;
         }
         users.sort_unstable();
-        for k in users {
+        for &k in &users {
             self.users.insert(k, ())?;
+        }
+        // `users` and `user_terms` share their keys: the rows go in the same order.
+        let at: HashMap<u64, usize> = docnos.iter().enumerate().map(|(i, &d)| (d, i)).collect();
+        for k in users {
+            let row = at.get(&k.1).map(|&i| doc_terms::encode(&keys[i])).unwrap_or_default();
+            self.user_terms.insert(k, row.as_slice())?;
         }
         imp.sort_unstable();
         for k in imp {
@@ -807,6 +815,9 @@ impl<'t> Writer<'t> {
         if !same.user {
             self.users.insert((user, docno), ())?;
         }
+        if !same.user || !same.postings {
+            self.user_terms.insert((user, docno), doc_terms::encode(keys).as_slice())?;
+        }
         if !same.importance {
             let created = time::to_micros(&e.created_at);
             self.importance.insert((e.layer.as_str(), e.importance, created, docno), ())?;
@@ -867,6 +878,9 @@ impl<'t> Writer<'t> {
         }
         if !same.user {
             self.users.remove((user, docno))?;
+        }
+        if !same.user || !same.postings {
+            self.user_terms.remove((user, docno))?;
         }
         if !same.importance {
             let created = time::to_micros(&e.created_at);
