@@ -818,26 +818,17 @@ pub struct Listed {
 
 impl Listed {
     /// The rows of every memory of `owners` (user ids, `""` for unattributed
-    /// memories), or `None` when they hold more than `max` memories together
-    /// (counted from the `users` index, whose rows are smaller, before any terms
-    /// row is read).
+    /// memories), or `None` when they hold more than `max` memories together.
     ///
     /// # Errors
     /// Storage errors.
     pub fn load(r: &Reader, owners: &[&str], max: usize) -> Result<Option<Self>> {
-        let mut count = 0usize;
-        for &o in owners {
-            for row in r.users()?.range((o, 0u64)..=(o, u64::MAX))? {
-                row?;
-                count += 1;
-                if count > max {
-                    return Ok(None);
-                }
-            }
-        }
         let mut out = Self::default();
         for &o in owners {
             for row in r.user_terms()?.range((o, 0u64)..=(o, u64::MAX))? {
+                if out.rows.len() == max {
+                    return Ok(None);
+                }
                 let (k, v) = row?;
                 let start = out.bytes.len();
                 out.bytes.extend_from_slice(v.value());
@@ -875,39 +866,43 @@ fn search_listed(
     k: usize,
     keep: &mut dyn FnMut(u64) -> Result<bool>,
 ) -> Result<Ranked> {
-    // The query's terms in byte order (the rows' order), with their place in
-    // `order`.
-    let mut wanted: Vec<(&[u8], usize)> =
-        order.iter().enumerate().map(|(j, t)| (t.token.as_bytes(), j)).collect();
+    // The query's term hashes in ascending order (the rows' order), with their
+    // place in `order`.
+    let mut wanted: Vec<(u64, usize)> =
+        order.iter().enumerate().map(|(j, t)| (crate::text::fnv1a(&t.token), j)).collect();
     wanted.sort_unstable();
     let mut parts = vec![0.0f64; order.len()];
     let mut heap: BinaryHeap<Held> = BinaryHeap::with_capacity(k + 1);
     let mut read = 0u64;
+    let (mut at, mut terms_at, mut tfs) = (Vec::new(), Vec::new(), Vec::new());
     for &(d, start, end) in &listed.rows {
-        let mut row = storage_doc_terms::DocTerms::parse(&listed.bytes[start..end])?;
-        let norm = norms.of(row.len);
-        let mut hit = false;
-        let mut q = 0;
-        while q < wanted.len() {
-            let Some((term, tf)) = row.next_term()? else { break };
-            while q < wanted.len() && wanted[q].0 < term {
-                q += 1;
-            }
-            if let Some(&(w, j)) = wanted.get(q)
-                && w == term
-            {
-                if !hit {
-                    parts.fill(0.0);
-                    hit = true;
+        let row = storage_doc_terms::DocTerms::parse(&listed.bytes[start..end])?;
+        at.clear();
+        terms_at.clear();
+        let (n, mut i, mut q) = (row.count(), 0, 0);
+        while i < n && q < wanted.len() {
+            let h = row.hash(i);
+            match h.cmp(&wanted[q].0) {
+                Ordering::Less => i += 1,
+                Ordering::Greater => q += 1,
+                Ordering::Equal => {
+                    at.push(i);
+                    terms_at.push(wanted[q].1);
+                    i += 1;
+                    q += 1;
                 }
-                let t = order[j];
-                parts[j] = t.weight * score_with_norm(t.idf, tf, norm);
-                read += 1;
-                q += 1;
             }
         }
-        if !hit {
+        if at.is_empty() {
             continue;
+        }
+        row.tfs_at(&at, &mut tfs)?;
+        let norm = norms.of(row.len);
+        parts.fill(0.0);
+        for (&j, &tf) in terms_at.iter().zip(&tfs) {
+            let t = order[j];
+            parts[j] = t.weight * score_with_norm(t.idf, tf, norm);
+            read += 1;
         }
         let score: f64 = parts.iter().sum();
         if heap.len() == k && heap.peek().is_some_and(|h| score <= h.score) {

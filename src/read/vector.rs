@@ -91,15 +91,7 @@ pub const MIN_VECTOR_SIMILARITY: f32 = 0.1;
 /// Stored vectors read per batch of the scan (bounds memory).
 pub const SCAN_BATCH: usize = 4096;
 
-/// FNV-1a, 64 bits: a stable hash for feature hashing (std's hasher may change).
-fn fnv1a(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
+use crate::text::fnv1a;
 
 /// Scales `v` to unit length in place. Returns false for a zero (or non-finite) vector.
 pub fn normalize(v: &mut [f32]) -> bool {

@@ -33,7 +33,7 @@ impl CheckReport {
 
 type Key4 = (String, String, String, u64);
 /// A memory's terms row, decoded: its length and each term with its frequency.
-type TermsRow = (u32, Vec<(String, u32)>);
+type TermsRow = (u32, Vec<(u64, u32)>);
 
 #[derive(Default)]
 struct Expected {
@@ -128,7 +128,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
                 exp.fact_tokens.insert((part.clone(), t.clone(), docno));
                 *exp.fact_terms.entry((part.clone(), t.clone())).or_default() += 1;
             }
-            if let Some(card) = keys.card {
+            if let Some(card) = keys.card.clone() {
                 exp.fact_cards.insert((part.clone(), docno), card);
             }
             let user = e.user_id.clone().unwrap_or_default();
@@ -142,8 +142,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
                 exp.entities.insert((en.clone(), docno));
             }
             exp.users.insert((user.clone(), docno));
-            let terms = keys.tokens.iter().map(|(t, tf)| (t.clone(), *tf)).collect();
-            exp.user_terms.insert((user.clone(), docno), (keys.doc_len, terms));
+            exp.user_terms.insert((user.clone(), docno), super::doc_terms::expected(&keys));
             exp.importance.insert((
                 e.layer.clone(),
                 e.importance,

@@ -8,24 +8,41 @@
 //! term's postings, whose blocks hold the owner's memories one here and one
 //! there among everyone else's.
 //!
+//! Terms are stored as their 64-bit FNV-1a hashes ([`crate::text::fnv1a`]),
+//! fixed-width and sorted, so a scan compares integers: two distinct terms
+//! hashing alike would score a memory for a term it does not hold, and among a
+//! million distinct terms the chance that any two collide is about 3 in 10^8.
+//!
 //! Encoding: the length (varint, in the index's half units), the number of terms
-//! (varint), then each term as its byte length (varint), its bytes and its
-//! weighted frequency (varint), in ascending byte order of the terms.
+//! `n` (varint), `n` hashes (u64 little-endian, ascending, distinct), then the `n`
+//! weighted frequencies in the same order (varints).
 
 use super::keys::IndexKeys;
 use super::postings::{get, get32, put};
 use crate::error::{Error, Result};
+use crate::text::fnv1a;
 
 /// The row of a memory with index keys `keys`.
 #[must_use]
 pub fn encode(keys: &IndexKeys) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + keys.tokens.keys().map(|t| t.len() + 2).sum::<usize>());
+    let mut terms: Vec<(u64, u32)> = keys.tokens.iter().map(|(t, tf)| (fnv1a(t), *tf)).collect();
+    terms.sort_unstable();
+    // Two terms of one memory hashing alike (never seen) keep one hash, with the
+    // summed frequency.
+    terms.dedup_by(|b, a| {
+        let same = a.0 == b.0;
+        if same {
+            a.1 = a.1.saturating_add(b.1);
+        }
+        same
+    });
+    let mut out = Vec::with_capacity(4 + terms.len() * 10);
     put(&mut out, u64::from(keys.doc_len));
-    put(&mut out, keys.tokens.len() as u64);
-    // `tokens` is a BTreeMap of Strings: ascending byte order.
-    for (term, tf) in &keys.tokens {
-        put(&mut out, term.len() as u64);
-        out.extend_from_slice(term.as_bytes());
+    put(&mut out, terms.len() as u64);
+    for (h, _) in &terms {
+        out.extend_from_slice(&h.to_le_bytes());
+    }
+    for (_, tf) in &terms {
         put(&mut out, u64::from(*tf));
     }
     out
@@ -35,13 +52,14 @@ fn corrupt(what: &str) -> Error {
     Error::Corrupted(format!("user_terms row: {what}"))
 }
 
-/// A decoded row: the memory's length, then its terms one by one.
+/// A decoded row: the memory's length, its term hashes and their frequencies.
 pub struct DocTerms<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    left: u64,
     /// The memory's length, in the index's half units.
     pub len: u32,
+    /// The hashes, 8 bytes each, ascending.
+    hashes: &'a [u8],
+    /// The frequencies' varints.
+    tfs: &'a [u8],
 }
 
 impl<'a> DocTerms<'a> {
@@ -52,47 +70,82 @@ impl<'a> DocTerms<'a> {
     pub fn parse(buf: &'a [u8]) -> Result<Self> {
         let mut pos = 0;
         let len = get32(buf, &mut pos).map_err(|_| corrupt("bad length"))?;
-        let left = get(buf, &mut pos).map_err(|_| corrupt("bad term count"))?;
-        Ok(Self { buf, pos, left, len })
-    }
-
-    /// The next term (its bytes) and its weighted frequency; `None` after the last.
-    ///
-    /// # Errors
-    /// [`Error::Corrupted`] on a malformed row.
-    #[inline]
-    pub fn next_term(&mut self) -> Result<Option<(&'a [u8], u32)>> {
-        if self.left == 0 {
-            return Ok(None);
-        }
-        self.left -= 1;
-        let n = get(self.buf, &mut self.pos).map_err(|_| corrupt("bad term length"))?;
+        let n = get(buf, &mut pos).map_err(|_| corrupt("bad term count"))?;
         let end = usize::try_from(n)
             .ok()
-            .and_then(|n| self.pos.checked_add(n))
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| corrupt("truncated term"))?;
-        let term = &self.buf[self.pos..end];
-        self.pos = end;
-        let tf = get32(self.buf, &mut self.pos).map_err(|_| corrupt("bad frequency"))?;
-        Ok(Some((term, tf)))
+            .and_then(|n| n.checked_mul(8))
+            .and_then(|b| pos.checked_add(b))
+            .filter(|&e| e <= buf.len())
+            .ok_or_else(|| corrupt("truncated hashes"))?;
+        Ok(Self { len, hashes: &buf[pos..end], tfs: &buf[end..] })
     }
 
-    /// Every term with its frequency, in the row's order.
+    /// How many terms the memory holds.
+    #[must_use]
+    pub fn count(&self) -> usize {
+        self.hashes.len() / 8
+    }
+
+    /// The `i`-th hash (`i` < [`DocTerms::count`]).
+    #[inline]
+    #[must_use]
+    pub fn hash(&self, i: usize) -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.hashes[i * 8..i * 8 + 8]);
+        u64::from_le_bytes(b)
+    }
+
+    /// The frequencies of the terms at the ascending positions `at`, into `out`
+    /// (one pass over the varints).
     ///
     /// # Errors
-    /// [`Error::Corrupted`] on a malformed row (or a term that is not UTF-8).
-    pub fn collect(mut self) -> Result<Vec<(String, u32)>> {
-        let mut out = Vec::new();
-        while let Some((t, tf)) = self.next_term()? {
-            let t = std::str::from_utf8(t).map_err(|_| corrupt("term is not UTF-8"))?;
-            out.push((t.to_owned(), tf));
+    /// [`Error::Corrupted`] when the row holds fewer frequencies than terms.
+    pub fn tfs_at(&self, at: &[usize], out: &mut Vec<u32>) -> Result<()> {
+        out.clear();
+        let mut pos = 0;
+        let mut i = 0;
+        for &want in at {
+            loop {
+                let tf = get32(self.tfs, &mut pos).map_err(|_| corrupt("bad frequency"))?;
+                i += 1;
+                if i - 1 == want {
+                    out.push(tf);
+                    break;
+                }
+            }
         }
-        if self.pos != self.buf.len() {
-            return Err(corrupt("bytes after the last term"));
+        Ok(())
+    }
+
+    /// Every hash with its frequency, checking the whole row.
+    ///
+    /// # Errors
+    /// [`Error::Corrupted`] on a malformed row: hashes out of order, too few or
+    /// too many frequencies.
+    pub fn collect(self) -> Result<Vec<(u64, u32)>> {
+        let mut out = Vec::with_capacity(self.count());
+        let mut pos = 0;
+        for i in 0..self.count() {
+            let h = self.hash(i);
+            if out.last().is_some_and(|&(prev, _)| prev >= h) {
+                return Err(corrupt("hashes out of order"));
+            }
+            let tf = get32(self.tfs, &mut pos).map_err(|_| corrupt("bad frequency"))?;
+            out.push((h, tf));
+        }
+        if pos != self.tfs.len() {
+            return Err(corrupt("bytes after the last frequency"));
         }
         Ok(out)
     }
+}
+
+/// The hashed terms of `keys`, as [`DocTerms::collect`] gives them back.
+#[must_use]
+pub fn expected(keys: &IndexKeys) -> (u32, Vec<(u64, u32)>) {
+    let row = encode(keys);
+    let terms = DocTerms::parse(&row).and_then(DocTerms::collect).unwrap_or_default();
+    (keys.doc_len, terms)
 }
 
 #[cfg(test)]
@@ -101,21 +154,27 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// A row gives back the length and every term with its frequency, in
-        /// ascending order; any cut of it is an error, never a panic.
+        /// A row gives back the length and every term's hash with its frequency,
+        /// in hash order, and the frequencies of any positions asked; any cut of
+        /// it is an error, never a panic.
         #[test]
         fn rows_round_trip(
             tokens in prop::collection::btree_map("[a-zé]{1,12}", 1u32..5000, 0..40),
             doc_len in 0u32..1_000_000,
-            cut in 0usize..400,
+            cut in 0usize..600,
+            pick in prop::collection::vec(any::<bool>(), 40),
         ) {
             let keys = IndexKeys { tokens: tokens.clone(), doc_len, ..IndexKeys::default() };
             let row = encode(&keys);
             let d = DocTerms::parse(&row).expect("row");
             prop_assert_eq!(d.len, doc_len);
-            let got = d.collect().expect("row");
-            let want: Vec<(String, u32)> = tokens.into_iter().collect();
-            prop_assert_eq!(got, want);
+            let mut want: Vec<(u64, u32)> = tokens.iter().map(|(t, tf)| (fnv1a(t), *tf)).collect();
+            want.sort_unstable();
+            let at: Vec<usize> = (0..want.len()).filter(|&i| pick[i]).collect();
+            let mut tfs = Vec::new();
+            d.tfs_at(&at, &mut tfs).expect("row");
+            prop_assert_eq!(tfs, at.iter().map(|&i| want[i].1).collect::<Vec<_>>());
+            prop_assert_eq!(d.collect().expect("row"), want);
             if cut < row.len() {
                 let short = &row[..cut];
                 let whole = DocTerms::parse(short).and_then(DocTerms::collect);

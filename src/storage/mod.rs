@@ -107,6 +107,11 @@ pub struct Store {
     last_durable_write: std::sync::atomic::AtomicU64,
     /// Where the committed write transactions spent their time.
     timings: parking_lot::Mutex<WriteTimings>,
+    /// Owners found holding too many memories to be scored from their terms rows
+    /// (see `read::recall::listed_max`), with the store's size then: a recall
+    /// filtered by one of them searches the postings without trying the rows
+    /// first. Only speed depends on it (both searches give the same results).
+    large_owners: parking_lot::Mutex<std::collections::HashMap<String, u64>>,
 }
 
 /// Where a store's write transactions spent their time, summed over those
@@ -458,11 +463,29 @@ impl Store {
             opened: std::time::Instant::now(),
             last_durable_write: std::sync::atomic::AtomicU64::new(u64::MAX),
             timings: parking_lot::Mutex::new(WriteTimings::default()),
+            large_owners: parking_lot::Mutex::new(std::collections::HashMap::new()),
             access: std::sync::Arc::new(access_log::AccessLog::new(
                 applied,
                 crate::Settings::for_profile(profile).access_history_cap,
             )),
         })
+    }
+
+    /// Whether `owner` was found too large for a listed search when the store
+    /// held at most half its `docs` memories now (a store that has doubled since
+    /// may score it from its rows again).
+    pub(crate) fn is_large_owner(&self, owner: &str, docs: u64) -> bool {
+        self.large_owners.lock().get(owner).is_some_and(|&then| docs <= then.saturating_mul(2))
+    }
+
+    /// Notes `owner` as too large for a listed search in a store of `docs`
+    /// memories (at most 4,096 owners are kept; the notes are dropped past that).
+    pub(crate) fn note_large_owner(&self, owner: &str, docs: u64) {
+        let mut large = self.large_owners.lock();
+        if large.len() >= 4_096 {
+            large.clear();
+        }
+        large.insert(owner.to_owned(), docs);
     }
 
     /// Records an access at `at` on each of `docnos`, read in a snapshot of access

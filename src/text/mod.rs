@@ -11,3 +11,15 @@ pub use tokenize::{
     TOKENIZER_VERSION, expand_synonyms, index_terms, relevance_of_tokens, relevance_score, stem,
     synonyms_of, tokenize, tokenize_dedup, tokenize_dedup_memo, tokenize_list,
 };
+
+/// FNV-1a, 64 bits: a hash that never changes (std's hasher may), for feature
+/// hashing and for the term hashes stored in `user_terms` rows.
+#[must_use]
+pub fn fnv1a(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
