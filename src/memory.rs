@@ -166,10 +166,11 @@ impl MemoryBuilder {
         self
     }
 
-    /// Read the ranking records (the `docs` table) into the page cache in a
-    /// background thread after opening a store file (default: true), so that the
-    /// first recalls do not each read their candidates' records from the file. It
-    /// is skipped when the table would take more than a quarter of the page cache
+    /// Read the ranking records (the `docs` table), then each memory's terms row
+    /// (the `user_terms` table), into the page cache in a background thread after
+    /// opening a store file (default: true), so that the first recalls do not
+    /// each read their candidates' records, or a user's rows, from the file. Each
+    /// table is skipped when it would take more than a quarter of the page cache
     /// ([`MemoryBuilder::cache_bytes`]); see `storage/prewarm.rs` and
     /// [`Memory::wait_for_prewarm`].
     #[must_use]
@@ -390,14 +391,20 @@ impl Memory {
         })
     }
 
-    /// Starts reading the `docs` table into the page cache on a thread of its own.
+    /// Starts reading the `docs` table, then the `user_terms` table, into the page
+    /// cache on a thread of its own.
     fn start_prewarm(&self, cache_bytes: u64) {
         let store = Arc::clone(&self.store);
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
-        let spawned = std::thread::Builder::new()
-            .name("soulmem-prewarm".into())
-            .spawn(move || store.prewarm_docs(cache_bytes, &flag));
+        let spawned = std::thread::Builder::new().name("soulmem-prewarm".into()).spawn(move || {
+            let docs = store.prewarm_docs(cache_bytes, &flag)?;
+            // The owners' terms rows next, unless the store is closing.
+            if !matches!(docs, Prewarm::Stopped(_)) {
+                store.prewarm_user_terms(cache_bytes, &flag)?;
+            }
+            Ok(docs)
+        });
         // Without a thread the store is just not prewarmed.
         if let Ok(handle) = spawned {
             *self.prewarm.lock() = Some(PrewarmJob { handle, stop });
@@ -405,7 +412,8 @@ impl Memory {
     }
 
     /// Waits for the prewarm started by [`MemoryBuilder::prewarm`] and returns what
-    /// it did; `None` when none is running (not started, or already waited for).
+    /// it did with the `docs` table (the `user_terms` table is read after it);
+    /// `None` when none is running (not started, or already waited for).
     /// Recalls need not wait: they are correct meanwhile, only slower. Benchmarks
     /// wait, so that they time a store in its steady state.
     ///

@@ -1,22 +1,27 @@
-//! Prewarming: reading the ranking records into redb's page cache after open.
+//! Prewarming: reading the ranking records and the owners' terms rows into
+//! redb's page cache after open.
 //!
 //! Every recall reads the `docs` record (the compact [`super::DocInfo`]) of each
 //! candidate: about 20 per query, at random docnos. On a store just opened, each
 //! of those is a leaf redb has not cached yet, so a read costs a `pread`, a copy
 //! and a cache insertion. The `docs` table is small next to the entries (about
 //! 87 bytes per memory), so reading it once, in order, in a background thread,
-//! makes those reads cache hits for the life of the process. The entries are not
-//! prewarmed: they are most of the file, and a recall reads only its winners'.
+//! makes those reads cache hits for the life of the process. A recall filtered
+//! by a small owner reads all of the owner's `user_terms` rows (about 45 leaves
+//! for 1,000 memories), so that table (about 150 bytes per memory) is read next,
+//! under a budget of its own. The entries are not prewarmed: they are most of the
+//! file, and a recall reads only its winners'.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::Store;
-use super::schema::DOCS;
+use super::schema::{DOCS, USER_TERMS};
 use crate::error::Result;
 
-/// The share of redb's page cache the `docs` table may take to be prewarmed.
+/// The share of redb's page cache each prewarmed table (`docs`, then
+/// `user_terms`) may take.
 pub const CACHE_SHARE: u64 = 4;
 /// redb's page cache size when none is set (its documented default, 1 GiB).
 pub const REDB_DEFAULT_CACHE: u64 = 1 << 30;
@@ -31,6 +36,10 @@ const ROW_OVERHEAD: u64 = 4;
 const MIN_RECORD_BYTES: u64 = 33;
 /// The fewest bytes a `docs` row takes in a leaf.
 const MIN_ROW_BYTES: u64 = 8 + ROW_OVERHEAD + MIN_RECORD_BYTES;
+/// The fewest bytes a `user_terms` row takes in a leaf: an empty owner and the
+/// docno, the pair's offsets, and a row of no terms (its length and count, one
+/// byte each).
+const MIN_TERMS_ROW_BYTES: u64 = 8 + ROW_OVERHEAD + 2;
 
 /// What a prewarm did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,21 +80,52 @@ impl Store {
         if least > budget {
             return Ok(Prewarm::TooLarge { bytes: least, budget });
         }
-        let mut n = 0u64;
-        let mut bytes = 0u64;
-        for row in docs.iter()? {
-            let (_, v) = row?;
-            bytes += 8 + ROW_OVERHEAD + std::hint::black_box(v.value().len()) as u64;
-            if bytes > budget {
-                return Ok(Prewarm::TooLarge { bytes, budget });
-            }
-            n += 1;
-            if n % STOP_CHECK_EVERY == 0 && stop.load(Ordering::Relaxed) {
-                return Ok(Prewarm::Stopped(n));
-            }
-        }
-        Ok(Prewarm::Read(n))
+        read_counted(docs.iter()?, budget, stop, |(_, v)| {
+            8 + ROW_OVERHEAD + std::hint::black_box(v.value().len()) as u64
+        })
     }
+
+    /// [`Store::prewarm_docs`] for the `user_terms` table, under a budget of its
+    /// own.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn prewarm_user_terms(&self, cache_bytes: u64, stop: &AtomicBool) -> Result<Prewarm> {
+        let txn = self.db.begin_read()?;
+        let rows = txn.open_table(USER_TERMS)?;
+        let budget = cache_bytes / CACHE_SHARE;
+        let least = rows.len()?.saturating_mul(MIN_TERMS_ROW_BYTES);
+        if least > budget {
+            return Ok(Prewarm::TooLarge { bytes: least, budget });
+        }
+        read_counted(rows.iter()?, budget, stop, |(k, v)| {
+            let owner = k.value().0.len() as u64;
+            owner + 8 + ROW_OVERHEAD + std::hint::black_box(v.value().len()) as u64
+        })
+    }
+}
+
+/// Reads `rows` in order, counting their bytes by `bytes_of`, until the count
+/// passes `budget` or `stop` is set.
+fn read_counted<R>(
+    rows: impl Iterator<Item = std::result::Result<R, redb::StorageError>>,
+    budget: u64,
+    stop: &AtomicBool,
+    bytes_of: impl Fn(&R) -> u64,
+) -> Result<Prewarm> {
+    let mut n = 0u64;
+    let mut bytes = 0u64;
+    for row in rows {
+        bytes += bytes_of(&row?);
+        if bytes > budget {
+            return Ok(Prewarm::TooLarge { bytes, budget });
+        }
+        n += 1;
+        if n % STOP_CHECK_EVERY == 0 && stop.load(Ordering::Relaxed) {
+            return Ok(Prewarm::Stopped(n));
+        }
+    }
+    Ok(Prewarm::Read(n))
 }
 
 #[cfg(test)]
@@ -131,8 +171,9 @@ mod tests {
         );
     }
 
-    /// The smallest record encodes to [`MIN_RECORD_BYTES`], so a table's row count
-    /// times [`MIN_ROW_BYTES`] never overstates it.
+    /// The smallest record encodes to [`MIN_RECORD_BYTES`] (and the smallest terms
+    /// row to what [`MIN_TERMS_ROW_BYTES`] counts), so a table's row count times
+    /// its smallest row never overstates it.
     #[test]
     fn the_smallest_record_is_as_small_as_the_bound_says() {
         let smallest = DocInfo {
@@ -159,6 +200,31 @@ mod tests {
         assert_eq!(bytes.len() as u64, MIN_RECORD_BYTES);
         let real = DocInfo::from_entry(&MemoryEntry::new(MemoryType::Core, "x"), 1);
         assert!(encode(&real).expect("encode").len() as u64 > MIN_RECORD_BYTES);
+        // The same for a terms row: a memory of no terms.
+        let none = crate::storage::doc_terms::encode(&crate::storage::keys::IndexKeys::default());
+        assert_eq!(none.len() as u64 + 8 + ROW_OVERHEAD, MIN_TERMS_ROW_BYTES);
+    }
+
+    /// The owners' terms rows are read whole under their own budget, and not
+    /// at all when their row count rules them out.
+    #[test]
+    fn the_terms_rows_are_read_under_their_own_budget() {
+        let n = 3_000u64;
+        let mem = store_of(n);
+        let go = AtomicBool::new(false);
+        assert_eq!(
+            mem.store.prewarm_user_terms(REDB_DEFAULT_CACHE, &go).expect("read"),
+            Prewarm::Read(n)
+        );
+        let least = n * MIN_TERMS_ROW_BYTES;
+        assert_eq!(
+            mem.store.prewarm_user_terms(least * CACHE_SHARE - CACHE_SHARE, &go).expect("read"),
+            Prewarm::TooLarge { bytes: least, budget: least - 1 }
+        );
+        match mem.store.prewarm_user_terms((least + 1) * CACHE_SHARE, &go).expect("read") {
+            Prewarm::TooLarge { bytes, .. } => assert!(bytes > least + 1, "stopped at {bytes}"),
+            other => panic!("expected a read stopped at the budget, got {other:?}"),
+        }
     }
 
     /// The stop flag ends the read at the next check; without it every record is
