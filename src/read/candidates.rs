@@ -18,7 +18,7 @@ use redb::{AccessGuard, Range};
 
 use crate::error::Result;
 use crate::storage::block_cache::{self, BlockCache, CachedTerm};
-use crate::storage::doc_terms as storage_doc_terms;
+use crate::storage::doc_terms::DocTerms;
 use crate::storage::postings::{self, Header, Posting};
 use crate::storage::tail::TailTerm;
 use crate::storage::{DocInfo, Reader};
@@ -876,7 +876,7 @@ fn search_listed(
     let mut read = 0u64;
     let (mut at, mut terms_at, mut tfs) = (Vec::new(), Vec::new(), Vec::new());
     for &(d, start, end) in &listed.rows {
-        let row = storage_doc_terms::DocTerms::parse(&listed.bytes[start..end])?;
+        let row = DocTerms::parse(&listed.bytes[start..end])?;
         at.clear();
         terms_at.clear();
         let (n, mut i, mut q) = (row.count(), 0, 0);

@@ -103,15 +103,14 @@ impl<'a> DocTerms<'a> {
     pub fn tfs_at(&self, at: &[usize], out: &mut Vec<u32>) -> Result<()> {
         out.clear();
         let mut pos = 0;
-        let mut i = 0;
+        let mut next = 0; // the position of the varint at `pos`
         for &want in at {
-            loop {
+            while next <= want {
                 let tf = get32(self.tfs, &mut pos).map_err(|_| corrupt("bad frequency"))?;
-                i += 1;
-                if i - 1 == want {
+                if next == want {
                     out.push(tf);
-                    break;
                 }
+                next += 1;
             }
         }
         Ok(())

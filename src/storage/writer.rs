@@ -602,6 +602,7 @@ impl<'t> Writer<'t> {
         let mut attrs: Vec<(&str, &str, &str, u64)> = Vec::new();
         let mut ents: Vec<(&str, u64)> = Vec::new();
         let mut users: Vec<(&str, u64)> = Vec::new();
+        let mut term_rows: Vec<((&str, u64), Vec<u8>)> = Vec::new();
         let mut imp: Vec<(&str, u8, i64, u64)> = Vec::new();
         let mut order: Vec<(&str, u64)> = Vec::new();
         for (((e, k), &d), part) in rows.clone().zip(&parts) {
@@ -622,6 +623,7 @@ impl<'t> Writer<'t> {
                 ents.push((en.as_str(), d));
             }
             users.push((e.user_id.as_deref().unwrap_or(""), d));
+            term_rows.push(((e.user_id.as_deref().unwrap_or(""), d), doc_terms::encode(k)));
             imp.push((e.layer.as_str(), e.importance, time::to_micros(&e.created_at), d));
             order.push((e.layer.as_str(), d));
         }
@@ -662,13 +664,11 @@ impl<'t> Writer<'t> {
             self.entities.insert(k, ())?;
         }
         users.sort_unstable();
-        for &k in &users {
+        for k in users {
             self.users.insert(k, ())?;
         }
-        // `users` and `user_terms` share their keys: the rows go in the same order.
-        let at: HashMap<u64, usize> = docnos.iter().enumerate().map(|(i, &d)| (d, i)).collect();
-        for k in users {
-            let row = at.get(&k.1).map(|&i| doc_terms::encode(&keys[i])).unwrap_or_default();
+        term_rows.sort_unstable_by_key(|(k, _)| *k);
+        for (k, row) in term_rows {
             self.user_terms.insert(k, row.as_slice())?;
         }
         imp.sort_unstable();
