@@ -296,15 +296,13 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         let (user, docno) = k.value();
         rows += 1;
         let key = (user.to_owned(), docno);
-        match super::doc_terms::DocTerms::parse(v.value()) {
-            Ok(d) => {
-                let len = d.len;
-                match d.collect() {
-                    Ok(terms) => {
-                        got_terms.insert(key, (len, terms));
-                    }
-                    Err(e) => p.push(format!("user_terms: row {key:?}: {e}")),
-                }
+        let row = super::doc_terms::DocTerms::parse(v.value()).and_then(|d| {
+            let len = d.len;
+            d.collect().map(|terms| (len, terms))
+        });
+        match row {
+            Ok(row) => {
+                got_terms.insert(key, row);
             }
             Err(e) => p.push(format!("user_terms: row {key:?}: {e}")),
         }

@@ -75,12 +75,8 @@ impl Store {
     pub fn prewarm_docs(&self, cache_bytes: u64, stop: &AtomicBool) -> Result<Prewarm> {
         let txn = self.db.begin_read()?;
         let docs = txn.open_table(DOCS)?;
-        let budget = cache_bytes / CACHE_SHARE;
         let least = docs.len()?.saturating_mul(MIN_ROW_BYTES);
-        if least > budget {
-            return Ok(Prewarm::TooLarge { bytes: least, budget });
-        }
-        read_counted(docs.iter()?, budget, stop, |(_, v)| {
+        read_counted(least, docs.iter()?, cache_bytes / CACHE_SHARE, stop, |(_, v)| {
             8 + ROW_OVERHEAD + std::hint::black_box(v.value().len()) as u64
         })
     }
@@ -93,12 +89,8 @@ impl Store {
     pub fn prewarm_user_terms(&self, cache_bytes: u64, stop: &AtomicBool) -> Result<Prewarm> {
         let txn = self.db.begin_read()?;
         let rows = txn.open_table(USER_TERMS)?;
-        let budget = cache_bytes / CACHE_SHARE;
         let least = rows.len()?.saturating_mul(MIN_TERMS_ROW_BYTES);
-        if least > budget {
-            return Ok(Prewarm::TooLarge { bytes: least, budget });
-        }
-        read_counted(rows.iter()?, budget, stop, |(k, v)| {
+        read_counted(least, rows.iter()?, cache_bytes / CACHE_SHARE, stop, |(k, v)| {
             let owner = k.value().0.len() as u64;
             owner + 8 + ROW_OVERHEAD + std::hint::black_box(v.value().len()) as u64
         })
@@ -106,13 +98,18 @@ impl Store {
 }
 
 /// Reads `rows` in order, counting their bytes by `bytes_of`, until the count
-/// passes `budget` or `stop` is set.
+/// passes `budget` or `stop` is set; reads nothing when `least` (the table's
+/// fewest possible bytes) already passes `budget`.
 fn read_counted<R>(
+    least: u64,
     rows: impl Iterator<Item = std::result::Result<R, redb::StorageError>>,
     budget: u64,
     stop: &AtomicBool,
     bytes_of: impl Fn(&R) -> u64,
 ) -> Result<Prewarm> {
+    if least > budget {
+        return Ok(Prewarm::TooLarge { bytes: least, budget });
+    }
     let mut n = 0u64;
     let mut bytes = 0u64;
     for row in rows {
