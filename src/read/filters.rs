@@ -216,6 +216,38 @@ pub fn owners(user: &str) -> Vec<&str> {
     if user.is_empty() { vec![""] } else { vec!["", user] }
 }
 
+/// Memories sampled by [`holds_most`].
+const SAMPLES: u64 = 64;
+
+/// Whether the memories `user` may be shown (theirs and the unattributed ones)
+/// are at least half the store, judged from [`SAMPLES`] docnos spread over the
+/// store's range (a golden-ratio sequence, so no stride of owners aliases with
+/// it); `false` when fewer than a quarter of the samples are memories.
+///
+/// For such a user the users index is no help to the postings search: nearly
+/// every block holds their memories, and walking their rows beside it visits
+/// about as many rows as postings. The filter is then checked on the records
+/// of the memories that place, as every other filter is.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
+pub fn holds_most(r: &Reader, user: &str) -> Result<bool> {
+    let span = r.stats().next_docno;
+    let (mut found, mut theirs) = (0u64, 0u64);
+    for i in 1..=SAMPLES {
+        // The fractional part of i·φ, in 64-bit fixed point, scaled to the range.
+        let frac = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let d = ((u128::from(frac) * u128::from(span)) >> 64) as u64;
+        if let Some(info) = r.docinfo(d)? {
+            found += 1;
+            if info.user_id.as_deref().is_none_or(|o| o == user) {
+                theirs += 1;
+            }
+        }
+    }
+    Ok(found * 4 >= SAMPLES && theirs * 2 >= found)
+}
+
 impl<'r> UserDocs<'r> {
     /// The memories `user` may be shown: theirs and the unattributed ones.
     #[must_use]

@@ -284,22 +284,31 @@ impl Memory {
         };
         // With a user filter, the memories the user may be shown (theirs and the
         // unattributed ones) are scored from their own terms when they are few
-        // ([`listed_max`]); otherwise text candidates come from the postings beside
-        // the users index: blocks holding none of those memories are skipped, and
-        // no other memory's record is read.
+        // ([`listed_max`]). Otherwise text candidates come from the postings
+        // beside the users index (blocks holding none of those memories are
+        // skipped, and no other memory's record is read), unless those memories
+        // are most of the store ([`filters::holds_most`]): then the postings are
+        // searched as unfiltered, and the filter checked on the memories that
+        // place.
         let docs = r.stats().docs;
-        let listed = match q.user_id.as_deref() {
-            Some(u) if !self.store.is_large_owner(u, docs) => {
-                let l = candidates::Listed::load(&r, &filters::owners(u), listed_max(docs))?;
-                if l.is_none() {
-                    self.store.note_large_owner(u, docs);
+        let (listed, walk) = match q.user_id.as_deref() {
+            Some(u) => match self.store.large_owner(u, docs) {
+                Some(dense) => (None, !dense),
+                None => {
+                    match candidates::Listed::load(&r, &filters::owners(u), listed_max(docs))? {
+                        Some(l) => (Some(l), false),
+                        None => {
+                            let dense = filters::holds_most(&r, u)?;
+                            self.store.note_large_owner(u, docs, dense);
+                            (None, !dense)
+                        }
+                    }
                 }
-                l
-            }
-            _ => None,
+            },
+            None => (None, false),
         };
-        let mut users = match (&listed, q.user_id.as_deref()) {
-            (None, Some(u)) => Some(filters::UserDocs::new(&r, u)),
+        let mut users = match q.user_id.as_deref() {
+            Some(u) if walk => Some(filters::UserDocs::new(&r, u)),
             _ => None,
         };
         let mut text_top_k = |stats: &[candidates::TermStat],
@@ -564,36 +573,57 @@ mod tests {
     use crate::model::{MemoryEntry, MemoryType};
     use crate::read::RecallQuery;
 
-    /// A filtered recall scores a small owner's memories from their rows and a
-    /// large owner's from the postings, and both find the same memories: the
-    /// large one is noted so later recalls skip the rows, the small one is not.
+    /// A filtered recall scores a small owner's memories from their rows, a large
+    /// owner's from the postings beside the users index, and those of an owner
+    /// holding most of the store from the postings alone; each finds only what
+    /// the user may be shown. Large owners are noted so later recalls skip the
+    /// rows, small ones are not.
     #[test]
     fn large_owners_are_searched_in_the_postings() {
         let mem = Memory::open_in_memory().expect("open");
-        let entry = |i: usize, user: &str| {
+        let entry = |i: usize, user: Option<&str>| {
             let mut e =
                 MemoryEntry::new(MemoryType::Semantic, format!("user likes tea number {i}"));
-            e.user_id = Some(user.to_owned());
+            e.user_id = user.map(str::to_owned);
             e
         };
+        // "big" holds a fifth of the store, "huge" over three quarters, and the
+        // unattributed memories a fiftieth (shown to every user).
         let big = listed_max(0) + 1;
-        let mut entries: Vec<MemoryEntry> = (0..big).map(|i| entry(i, "big")).collect();
-        entries.extend((0..5).map(|i| entry(i, "small")));
+        let mut entries: Vec<MemoryEntry> = Vec::new();
+        for i in 0..10 * big {
+            let who = match i % 10 {
+                _ if i % 50 == 2 => None,
+                0 | 1 => Some("big"),
+                9 if i < 50 => Some("small"),
+                _ => Some("huge"),
+            };
+            entries.push(entry(i, who));
+        }
         mem.add_batch(entries).expect("add");
         let found = |user: &str| {
             let mut q = RecallQuery::new("tea");
             q.user_id = Some(user.to_owned());
-            q.limit = 3;
-            mem.recall(&q).expect("recall").memories.len()
+            q.limit = 5;
+            let got = mem.recall(&q).expect("recall").memories;
+            assert!(
+                got.iter().all(|m| m.user_id.as_deref().is_none_or(|u| u == user)),
+                "{user} was shown another user's memory"
+            );
+            got.len()
         };
-        let docs = (big + 5) as u64;
-        assert_eq!(found("small"), 3);
-        assert!(!mem.store.is_large_owner("small", docs));
-        assert_eq!(found("big"), 3);
-        assert!(mem.store.is_large_owner("big", docs));
-        assert_eq!(found("big"), 3, "again, from the postings alone");
-        assert!(
-            !mem.store.is_large_owner("big", 2 * docs + 1),
+        let docs = mem.count().expect("count");
+        assert_eq!(found("small"), 5);
+        assert_eq!(mem.store.large_owner("small", docs), None);
+        assert_eq!(found("big"), 5);
+        assert_eq!(mem.store.large_owner("big", docs), Some(false), "big is walked");
+        assert_eq!(found("big"), 5, "again, from the postings alone");
+        assert_eq!(found("huge"), 5);
+        assert_eq!(mem.store.large_owner("huge", docs), Some(true), "huge is not walked");
+        assert_eq!(found("huge"), 5);
+        assert_eq!(
+            mem.store.large_owner("big", 2 * docs + 1),
+            None,
             "a store twice as large tries again"
         );
     }

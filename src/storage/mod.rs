@@ -108,10 +108,12 @@ pub struct Store {
     /// Where the committed write transactions spent their time.
     timings: parking_lot::Mutex<WriteTimings>,
     /// Owners found holding too many memories to be scored from their terms rows
-    /// (see `read::recall::listed_max`), with the store's size then: a recall
-    /// filtered by one of them searches the postings without trying the rows
-    /// first. Only speed depends on it (both searches give the same results).
-    large_owners: parking_lot::Mutex<std::collections::HashMap<String, u64>>,
+    /// (see `read::recall::listed_max`), with the store's size then and whether
+    /// they hold most of it: a recall filtered by one of them searches the
+    /// postings without trying the rows first (beside the users index unless they
+    /// hold most of the store). Only speed depends on it (every search gives the
+    /// same results).
+    large_owners: parking_lot::Mutex<std::collections::HashMap<String, (u64, bool)>>,
 }
 
 /// Where a store's write transactions spent their time, summed over those
@@ -471,21 +473,26 @@ impl Store {
         })
     }
 
-    /// Whether `owner` was found too large for a listed search when the store
-    /// held at most half its `docs` memories now (a store that has doubled since
-    /// may score it from its rows again).
-    pub(crate) fn is_large_owner(&self, owner: &str, docs: u64) -> bool {
-        self.large_owners.lock().get(owner).is_some_and(|&then| docs <= then.saturating_mul(2))
+    /// When `owner` was found too large for a listed search while the store held
+    /// at least half its `docs` memories now: whether it then held most of the
+    /// store (a store that has doubled since is sized again, and may score it from
+    /// its rows).
+    pub(crate) fn large_owner(&self, owner: &str, docs: u64) -> Option<bool> {
+        self.large_owners
+            .lock()
+            .get(owner)
+            .and_then(|&(then, dense)| (docs <= then.saturating_mul(2)).then_some(dense))
     }
 
     /// Notes `owner` as too large for a listed search in a store of `docs`
-    /// memories (at most 4,096 owners are kept; the notes are dropped past that).
-    pub(crate) fn note_large_owner(&self, owner: &str, docs: u64) {
+    /// memories, and whether it holds most of them (`dense`). At most 4,096 owners
+    /// are kept; the notes are dropped past that.
+    pub(crate) fn note_large_owner(&self, owner: &str, docs: u64, dense: bool) {
         let mut large = self.large_owners.lock();
         if large.len() >= 4_096 {
             large.clear();
         }
-        large.insert(owner.to_owned(), docs);
+        large.insert(owner.to_owned(), (docs, dense));
     }
 
     /// Records an access at `at` on each of `docnos`, read in a snapshot of access

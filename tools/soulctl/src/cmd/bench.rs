@@ -58,6 +58,9 @@ pub struct IngestArgs {
     /// Corpus seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Users in the corpus (as many as the store was built with).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    users: u64,
 }
 
 /// `bench recall` arguments.
@@ -89,6 +92,9 @@ pub struct RecallArgs {
     /// Corpus seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Users in the corpus (as many as the store was built with).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    users: u64,
 }
 
 /// `bench scale` arguments.
@@ -128,6 +134,10 @@ pub struct ScaleArgs {
     /// Corpus seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Users in the corpus: each exchange and query belongs to one of them
+    /// (1 measures a single-user agent, whose `user_id` filter admits everything).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    users: u64,
     /// redb cache size in MiB for the measured store (default: redb's default).
     #[arg(long)]
     cache_mb: Option<usize>,
@@ -164,7 +174,7 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     let mem = Memory::open(&copy)?;
     // Its prewarm would otherwise compete with the first timed batches.
     mem.wait_for_prewarm()?;
-    let corpus = Corpus::new(a.seed);
+    let corpus = Corpus::with_users(a.seed, a.users as usize);
     // Exchanges past any the store was built from.
     let mut next = mem.count()?;
     let pb = bar((a.batch * a.batches) as u64, "ingest".into());
@@ -253,7 +263,7 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     let mem = Memory::open(&copy)?;
     // Timed in its steady state: the ranking records read into the page cache.
     mem.wait_for_prewarm()?;
-    let corpus = Corpus::new(a.seed);
+    let corpus = Corpus::with_users(a.seed, a.users as usize);
     // As in `bench scale`: the store first runs the other queries untimed.
     let (mut queries, warm) = timed_and_warm_up(&corpus, a.queries);
     if let Some(kind) = &a.kind {
@@ -308,7 +318,7 @@ fn scale(a: ScaleArgs, baselines: Option<&dyn Baselines>) -> anyhow::Result<Exit
         None => (std::env::temp_dir().join(format!("soulmem-bench-{}", std::process::id())), true),
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let corpus = Corpus::new(a.seed);
+    let corpus = Corpus::with_users(a.seed, a.users as usize);
     let (queries, warm) = timed_and_warm_up(&corpus, a.queries);
     let mut rows = Vec::new();
     let mut built = Vec::new();
@@ -334,7 +344,7 @@ fn scale(a: ScaleArgs, baselines: Option<&dyn Baselines>) -> anyhow::Result<Exit
         }
     }
     let sizes: Vec<Value> = rows.into_iter().map(Value::Object).collect();
-    let out = json!({ "machine": machine(), "command": std::env::args().collect::<Vec<_>>().join(" "), "sizes": sizes });
+    let out = json!({ "machine": machine(), "command": std::env::args().collect::<Vec<_>>().join(" "), "users": a.users, "sizes": sizes });
     print_table(&out);
     if let Some(p) = &a.json {
         std::fs::write(p, serde_json::to_string_pretty(&out)? + "\n")
@@ -1367,6 +1377,7 @@ mod tests {
             batch: 20,
             batches: 1,
             seed: 42,
+            users: 1000,
             cache_mb: None,
             runs: 2,
         };
@@ -1451,6 +1462,7 @@ mod tests {
             batch: 20,
             batches: 1,
             seed: 42,
+            users: 1000,
             cache_mb: None,
             runs: 2,
         };
@@ -1494,6 +1506,7 @@ mod tests {
             batch: 20,
             batches: 1,
             seed: 42,
+            users: 1,
             cache_mb: None,
             runs: 2,
         };
@@ -1510,6 +1523,11 @@ mod tests {
         }
         let kept = Memory::open(dir.join("soulmem-300.redb"))?;
         assert_eq!(json!(kept.count()?), r["memories"]);
+        // Built from a corpus of the one user asked for.
+        assert_eq!(out["users"], json!(1));
+        let facts = kept.facts(true)?;
+        assert!(!facts.is_empty());
+        assert!(facts.iter().all(|f| f.user_id.as_deref() == Some("u0000")), "another user");
         drop(kept);
         // The merged figure lies between the passes'.
         let p: Vec<f64> = each.iter().filter_map(|x| x["ingest_per_s"].as_f64()).collect();
