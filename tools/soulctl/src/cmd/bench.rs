@@ -138,6 +138,14 @@ pub struct ScaleArgs {
     /// (1 measures a single-user agent, whose `user_id` filter admits everything).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     users: u64,
+    /// Build each store by observing the corpus's exchanges (`observe_batch`,
+    /// 1,000 per transaction) instead of storing each exchange's memories as
+    /// observe would with every exchange significant and no dedup (the
+    /// default, ~8× faster). An observed store holds what an agent's would: far
+    /// fewer facts (dedup and supersede), each exchange's context terms, the
+    /// knowledge graph. Not with --compare.
+    #[arg(long)]
+    observe_build: bool,
     /// redb cache size in MiB for the measured store (default: redb's default).
     #[arg(long)]
     cache_mb: Option<usize>,
@@ -307,6 +315,11 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn scale(a: ScaleArgs, baselines: Option<&dyn Baselines>) -> anyhow::Result<ExitCode> {
+    if a.compare && a.observe_build {
+        anyhow::bail!(
+            "--observe-build is not for --compare (the baselines index the default build)"
+        );
+    }
     if a.compare && baselines.is_none() {
         anyhow::bail!(
             "--compare runs from the soulmem-compare crate, which builds tantivy and SQLite: \
@@ -642,7 +655,7 @@ fn measure(
     let mut row = Map::new();
     row.insert("n".into(), json!(n));
     let path = store_path(dir, n);
-    let used = build(corpus, &path, n, &mut row)?;
+    let used = build(corpus, &path, n, a.observe_build, &mut row)?;
     let base = baselines.filter(|_| a.compare);
     let mut engines: Option<Box<dyn Timed>> = None;
     let (warm_terms, query_terms) = (baseline_queries(warm), baseline_queries(queries));
@@ -806,12 +819,14 @@ fn store_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("soulmem-{n}.redb"))
 }
 
-/// Builds the store of `n` memories at `path` and adds its build figures to
-/// `row`. Returns the number of exchanges used.
+/// Builds the store of `n` memories at `path` (by observing the exchanges with
+/// `observed`) and adds its build figures to `row`. Returns the number of
+/// exchanges used.
 fn build(
     corpus: &Corpus,
     path: &Path,
     n: u64,
+    observed: bool,
     row: &mut Map<String, Value>,
 ) -> anyhow::Result<u64> {
     let _ = soulmem::storage::remove_store(path);
@@ -822,12 +837,27 @@ fn build(
     let used = {
         let mem = Memory::open(path)?;
         let pb = bar(n, format!("build {n}"));
-        let used = corpus.fill(&mem, n, 10_000, |done| pb.set_position(done.min(n)))?;
+        let used = if observed {
+            let mut next = 0u64;
+            let mut held = mem.count()?;
+            while held < n {
+                let batch = usize::try_from(n - held).unwrap_or(usize::MAX).clamp(1, 1_000);
+                time_batches(&mem, corpus, &mut next, batch, 1, &ProgressBar::hidden())?;
+                held = mem.count()?;
+                pb.set_position(held.min(n));
+            }
+            next
+        } else {
+            corpus.fill(&mem, n, 10_000, |done| pb.set_position(done.min(n)))?
+        };
         pb.finish_and_clear();
         used
     };
+    row.insert("built_by".into(), json!(if observed { "observe_batch" } else { "add_batch" }));
     let build_s = t.elapsed().as_secs_f64();
     let file = std::fs::metadata(path)?.len();
+    // An observed build ends past `n` (its last batch's memories).
+    let n = if observed { Memory::open(path)?.count()?.max(1) } else { n };
     row.insert("build_s".into(), round3(build_s));
     row.insert("build_memories_per_s".into(), json!((n as f64 / build_s).round()));
     row.insert("file_mb".into(), round3(file as f64 / 1048576.0));
@@ -1378,6 +1408,7 @@ mod tests {
             batches: 1,
             seed: 42,
             users: 1000,
+            observe_build: false,
             cache_mb: None,
             runs: 2,
         };
@@ -1463,6 +1494,7 @@ mod tests {
             batches: 1,
             seed: 42,
             users: 1000,
+            observe_build: false,
             cache_mb: None,
             runs: 2,
         };
@@ -1507,6 +1539,7 @@ mod tests {
             batches: 1,
             seed: 42,
             users: 1,
+            observe_build: true,
             cache_mb: None,
             runs: 2,
         };
