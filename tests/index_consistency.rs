@@ -302,8 +302,8 @@ fn docs_as_schema_5(txn: &redb::WriteTransaction) {
     }
 }
 
-/// Writes a store of `TEXTS` as an older schema laid it out: schema 6 kept no
-/// terms rows by owner, schema 5 no last access time in the compact records, schema 4 had no fact cards either, schema 3
+/// Writes a store of `TEXTS` as an older schema laid it out: schema 7 had no
+/// owner terms in the postings, schema 6 no terms rows by owner either, schema 5 no last access time in the compact records, schema 4 had no fact cards either, schema 3
 /// no postings tail either (everything in blocks). `prepare` runs on the store
 /// first, as the current schema.
 fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)) {
@@ -312,14 +312,28 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
         let entries: Vec<MemoryEntry> =
             TEXTS.iter().map(|t| MemoryEntry::new(MemoryType::Semantic, *t)).collect();
         mem.add_batch(entries).expect("add");
-        mem.reindex(|_| {}).expect("reindex"); // everything in blocks
         assert!(mem.stats().expect("stats").index_rows["fact_cards"] > 0);
         prepare(&mem);
+        mem.reindex(|_| {}).expect("reindex"); // everything in blocks
     }
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
-    let terms: redb::TableDefinition<(&str, u64), &[u8]> = redb::TableDefinition::new("user_terms");
-    assert!(txn.delete_table(terms).expect("drop user terms"));
+    {
+        // Schema 8 added the owner terms' postings (all in blocks here).
+        let mut blocks: redb::Table<(&str, u64), &[u8]> =
+            txn.open_table(redb::TableDefinition::new("posting_blocks")).expect("blocks");
+        let owner = soulmem::storage::keys::OWNER_TERM_PREFIX;
+        let removed = blocks
+            .extract_from_if((owner, 0u64)..(owner.replace(':', ";").as_str(), 0u64), |_, _| true)
+            .expect("owner rows")
+            .count();
+        assert!(removed > 0, "no owner term postings");
+    }
+    if version < 7 {
+        let terms: redb::TableDefinition<(&str, u64), &[u8]> =
+            redb::TableDefinition::new("user_terms");
+        assert!(txn.delete_table(terms).expect("drop user terms"));
+    }
     if version < 6 {
         docs_as_schema_5(&txn);
     }
@@ -343,13 +357,14 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     txn.commit().expect("commit");
 }
 
-/// Schema-3 to 6 stores open as schema 7: an empty postings tail that the next
+/// Schema-3 to 7 stores open as schema 8: an empty postings tail that the next
 /// small write starts, a card for every active fact, which dedup reads, compact
-/// records that hold the access metadata, and each memory's terms row, which a
-/// `user_id`-filtered recall scores.
+/// records that hold the access metadata, each memory's terms row, which a
+/// `user_id`-filtered recall scores, and its owner term's posting (which
+/// `check` verifies with every other posting).
 #[test]
 fn older_schemas_are_upgraded_on_open() {
-    for version in [3u32, 4, 5, 6] {
+    for version in [3u32, 4, 5, 6, 7] {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(format!("v{version}.redb"));
         old_store(&path, version, |_| {});
@@ -381,7 +396,7 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
-        assert_eq!(schema_of(&path), 7);
+        assert_eq!(schema_of(&path), 8);
     }
 }
 
@@ -456,7 +471,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
     let mem = Memory::open(&path).expect("upgraded despite the damage");
     assert!(!mem.check(|_| {}).expect("check").is_ok(), "the damage is reported");
     drop(mem);
-    assert_eq!(schema_of(&path), 7);
+    assert_eq!(schema_of(&path), 8);
     let db = redb::Database::create(&path).expect("db");
     let txn = db.begin_read().expect("txn");
     let names: Vec<String> = txn

@@ -84,131 +84,6 @@ pub fn rejects(q: &RecallQuery, info: &DocInfo, bond_threshold: f64) -> Option<&
     None
 }
 
-/// The docnos a `user_id` filter admits (the user's memories and the unattributed
-/// ones), walked through the users index: each step moves a few rows forward, or
-/// seeks when the target is further, so a sparse user costs a seek per candidate
-/// and a dense one a row per candidate, never a record read. The rows a walk has
-/// stepped through are kept, so the later passes of the same recall (a second
-/// ranking pass, graph expansion) search them instead of walking the index again.
-pub struct UserDocs<'r> {
-    owners: Vec<OwnerRows<'r>>,
-}
-
-type UserRows<'r> = redb::Range<'r, (&'static str, u64), ()>;
-
-/// One owner's rows of the users index.
-struct OwnerRows<'r> {
-    r: &'r Reader,
-    owner: String,
-    rows: Option<UserRows<'r>>,
-    /// The current row (`u64::MAX` past the end); `None` before the first step.
-    head: Option<u64>,
-    /// The last target the walk answered: a smaller one restarts it.
-    walked_to: u64,
-    /// The rows the walk stepped through from its first seek on, in order: every
-    /// row of the owner from `memo_from` to the last one kept (to the end of the
-    /// owner's rows when `memo_end`).
-    memo: Vec<u64>,
-    memo_from: u64,
-    /// Still extended by the walk: false once a seek skipped rows, the walk
-    /// restarted, or the memo is full.
-    memo_open: bool,
-    memo_end: bool,
-}
-
-/// Rows walked before a seek is cheaper.
-const GALLOP: usize = 8;
-
-/// Rows kept per owner (512 KiB): a denser owner is walked again past them.
-const MEMO_MAX: usize = 1 << 16;
-
-impl<'r> OwnerRows<'r> {
-    fn new(r: &'r Reader, owner: &str) -> Self {
-        Self {
-            r,
-            owner: owner.to_owned(),
-            rows: None,
-            head: None,
-            walked_to: 0,
-            memo: Vec::new(),
-            memo_from: 0,
-            memo_open: true,
-            memo_end: false,
-        }
-    }
-
-    /// Whether the kept rows answer a target `d`.
-    fn covered(&self, d: u64) -> bool {
-        d >= self.memo_from && (self.memo_end || self.memo.last().is_some_and(|&l| d <= l))
-    }
-
-    /// Keeps `h`, the walk's next row, while the memo is open.
-    fn remember(&mut self, h: u64) {
-        if !self.memo_open {
-            return;
-        }
-        if h == u64::MAX {
-            self.memo_end = true;
-            self.memo_open = false;
-        } else if self.memo.len() == MEMO_MAX {
-            self.memo_open = false;
-        } else {
-            self.memo.push(h);
-        }
-    }
-
-    fn seek(&mut self, d: u64) -> Result<()> {
-        if self.head.is_some() || !self.memo.is_empty() {
-            // Not the walk's first seek: it skips rows, the memo would have a gap.
-            self.memo_open = false;
-        } else if self.memo_open {
-            self.memo_from = d;
-        }
-        let owner = self.owner.as_str();
-        let mut rows = self.r.users()?.range((owner, d)..=(owner, u64::MAX))?;
-        let h = match rows.next() {
-            Some(row) => row?.0.value().1,
-            None => u64::MAX,
-        };
-        self.head = Some(h);
-        self.rows = Some(rows);
-        self.remember(h);
-        Ok(())
-    }
-
-    fn next_ge(&mut self, d: u64) -> Result<u64> {
-        if self.covered(d) {
-            let i = self.memo.partition_point(|&x| x < d);
-            return Ok(self.memo.get(i).copied().unwrap_or(u64::MAX));
-        }
-        if d < self.walked_to {
-            self.head = None;
-            self.rows = None;
-        }
-        self.walked_to = d;
-        match self.head {
-            Some(h) if h >= d => return Ok(h),
-            Some(h) if h < d => {
-                for _ in 0..GALLOP {
-                    let Some(rows) = self.rows.as_mut() else { break };
-                    let h = match rows.next() {
-                        Some(row) => row?.0.value().1,
-                        None => u64::MAX,
-                    };
-                    self.head = Some(h);
-                    self.remember(h);
-                    if h >= d {
-                        return Ok(h);
-                    }
-                }
-            }
-            _ => {}
-        }
-        self.seek(d)?;
-        Ok(self.head.unwrap_or(u64::MAX))
-    }
-}
-
 /// The owners whose memories `user` may be shown: the unattributed ones (`""`)
 /// and the user's own.
 #[must_use]
@@ -224,10 +99,11 @@ const SAMPLES: u64 = 64;
 /// store's range (a golden-ratio sequence, so no stride of owners aliases with
 /// it); `false` when fewer than a quarter of the samples are memories.
 ///
-/// For such a user the users index is no help to the postings search: nearly
-/// every block holds their memories, and walking their rows beside it visits
-/// about as many rows as postings. The filter is then checked on the records
-/// of the memories that place, as every other filter is.
+/// For such a user their owner terms' postings are no help to the search:
+/// nearly every block of every term holds their memories, and walking those
+/// postings beside the query terms' visits about as many postings again. The
+/// filter is then checked on the records of the memories that place, as every
+/// other filter is.
 ///
 /// # Errors
 /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
@@ -248,72 +124,9 @@ pub fn holds_most(r: &Reader, user: &str) -> Result<bool> {
     Ok(found * 4 >= SAMPLES && theirs * 2 >= found)
 }
 
-impl<'r> UserDocs<'r> {
-    /// The memories `user` may be shown: theirs and the unattributed ones.
-    #[must_use]
-    pub fn new(r: &'r Reader, user: &str) -> Self {
-        Self { owners: owners(user).into_iter().map(|o| OwnerRows::new(r, o)).collect() }
-    }
-}
-
-impl crate::read::candidates::Allow for UserDocs<'_> {
-    fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
-        let mut best = u64::MAX;
-        for o in &mut self.owners {
-            best = best.min(o.next_ge(d)?);
-        }
-        Ok((best != u64::MAX).then_some(best))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::Memory;
-    use crate::model::{MemoryEntry, MemoryType};
-    use crate::read::candidates::Allow;
-    use proptest::prelude::*;
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
-        /// Several passes of ascending targets (each pass starting anywhere, as a
-        /// second ranking pass or a graph expansion does) get exactly the next
-        /// admitted docno, whether it comes from the walk or from the kept rows.
-        #[test]
-        fn user_docs_match_brute_force(
-            owners in prop::collection::vec(0u8..4, 1..400),
-            passes in prop::collection::vec(
-                (0u64..450, prop::collection::vec(0u64..40, 1..40)), 1..6),
-        ) {
-            let mem = Memory::open_in_memory().expect("store");
-            // 0: unattributed, 1: the user, 2 and 3: others.
-            let entries: Vec<MemoryEntry> = owners
-                .iter()
-                .map(|&o| {
-                    let mut e = MemoryEntry::new(MemoryType::Semantic, "some memory text");
-                    e.user_id = (o > 0).then(|| format!("u{o}"));
-                    e
-                })
-                .collect();
-            mem.add_batch(entries).expect("add");
-            let admitted: Vec<u64> = owners
-                .iter()
-                .enumerate()
-                .filter(|(_, o)| **o <= 1)
-                .map(|(d, _)| d as u64)
-                .collect();
-            let r = mem.read().expect("read");
-            let mut docs = UserDocs::new(&r, "u1");
-            for (start, steps) in passes {
-                let mut d = start;
-                for step in steps {
-                    let want = admitted.iter().copied().find(|&x| x >= d);
-                    prop_assert_eq!(docs.next_ge(d).expect("next"), want, "target {}", d);
-                    d += step;
-                }
-            }
-        }
-    }
 
     #[test]
     fn scope_globs_match_both_ways() {

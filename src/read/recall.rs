@@ -30,7 +30,7 @@ const PARALLEL_RANKING: usize = 256;
 /// A `user_id`-filtered recall scores the memories the user may be shown from
 /// their own terms (`storage::doc_terms`) when there are at most
 /// [`listed_max`] of them; past it, reading their rows costs more than the
-/// postings search beside the users index.
+/// postings search beside their owner terms' postings.
 ///
 /// Measured on the synthetic 1M store (a user there has ~1,000 memories): the
 /// rows of 1,000 memories load in ~0.11 ms and score in ~0.13 ms, the postings
@@ -285,8 +285,8 @@ impl Memory {
         // With a user filter, the memories the user may be shown (theirs and the
         // unattributed ones) are scored from their own terms when they are few
         // ([`listed_max`]). Otherwise text candidates come from the postings
-        // beside the users index (blocks holding none of those memories are
-        // skipped, and no other memory's record is read), unless those memories
+        // beside their owner terms' postings (blocks holding none of those
+        // memories are skipped, and no other memory's record is read), unless those memories
         // are most of the store ([`filters::holds_most`]): then the postings are
         // searched as unfiltered, and the filter checked on the memories that
         // place.
@@ -308,7 +308,7 @@ impl Memory {
             None => (None, false),
         };
         let mut users = match q.user_id.as_deref() {
-            Some(u) if walk => Some(filters::UserDocs::new(&r, u)),
+            Some(u) if walk => Some(candidates::OwnerPostings::new(&r, &filters::owners(u))?),
             _ => None,
         };
         let mut text_top_k = |stats: &[candidates::TermStat],
@@ -505,6 +505,8 @@ impl Memory {
             trace.candidates.extend(dropped);
         }
         let epoch = r.access_epoch();
+        // (The filter's cursors borrow the snapshot.)
+        drop(users);
         drop(r);
         out.trace = trace;
         if touch {
@@ -574,7 +576,7 @@ mod tests {
     use crate::read::RecallQuery;
 
     /// A filtered recall scores a small owner's memories from their rows, a large
-    /// owner's from the postings beside the users index, and those of an owner
+    /// owner's from the postings beside their owner term's postings, and those of an owner
     /// holding most of the store from the postings alone; each finds only what
     /// the user may be shown. Large owners are noted so later recalls skip the
     /// rows, small ones are not.

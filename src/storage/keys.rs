@@ -14,9 +14,10 @@ pub const FACT_LAYER: &str = "semantic";
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IndexKeys {
     /// Index term → weighted frequency in half units: 2 per occurrence in the
-    /// content, 1 per occurrence in the conversation context ([`CONTENT_UNITS`]).
+    /// content, 1 per occurrence in the conversation context ([`CONTENT_UNITS`]);
+    /// and the memory's [`owner_term`].
     pub tokens: BTreeMap<String, u32>,
-    /// Document length in the same half units.
+    /// Document length in the same half units (the owner term not counted).
     pub doc_len: u32,
     /// Dedup tokens (active facts only).
     pub fact_tokens: BTreeSet<String>,
@@ -61,6 +62,29 @@ pub fn fact_card(entry: &MemoryEntry) -> Option<FactCard> {
     })
 }
 
+/// The index term every memory of `owner` (its `user_id`, `""` when it has
+/// none) holds: its postings list the owner's memories, so a `user_id` filter
+/// walks them beside the query terms' postings (`read::candidates::OwnerPostings`).
+/// It starts with a NUL, which no word does, so no query ever holds it; it adds
+/// nothing to the memory's length and is left out of its terms row
+/// ([`super::doc_terms`]).
+#[must_use]
+pub fn owner_term(owner: &str) -> String {
+    format!("{OWNER_TERM_PREFIX}{owner}")
+}
+
+/// What every [`owner_term`] starts with.
+pub const OWNER_TERM_PREFIX: &str = "\u{0}owner:";
+
+/// Whether `term` is an [`owner_term`].
+#[must_use]
+pub fn is_owner_term(term: &str) -> bool {
+    term.starts_with(OWNER_TERM_PREFIX)
+}
+
+/// The weighted frequency of an [`owner_term`] in [`IndexKeys::tokens`].
+pub const OWNER_TERM_UNITS: u32 = 1;
+
 /// Units of one content occurrence in [`IndexKeys::tokens`].
 pub const CONTENT_UNITS: u32 = 2;
 /// Units of one context occurrence (half the weight of the content).
@@ -100,5 +124,6 @@ pub fn index_keys_with(
         keys.card = fact_card(entry);
     }
     keys.entities = entry.entities.iter().map(|e| e.to_lowercase()).collect();
+    keys.tokens.insert(owner_term(entry.user_id.as_deref().unwrap_or("")), OWNER_TERM_UNITS);
     keys
 }

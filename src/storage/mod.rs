@@ -436,6 +436,10 @@ impl Store {
                         // Schema 7 adds each memory's own terms, by owner.
                         rebuild::upgrade_to_7(&db, profile)?;
                     }
+                    if found < 8 {
+                        // Schema 8 adds each memory's owner term to the postings.
+                        rebuild::upgrade_to_8(&db, profile)?;
+                    }
                 }
                 profile
             }

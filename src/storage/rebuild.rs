@@ -423,6 +423,44 @@ pub(crate) fn upgrade_to_7(db: &redb::Database, profile: crate::Profile) -> Resu
     Ok(())
 }
 
+/// Upgrades a schema-7 store to schema 8: every memory's owner term
+/// ([`super::keys::owner_term`]) gets its posting, with the memory's length from
+/// its terms row. One transaction, the owners' rows read first (in their order,
+/// so each owner's postings are added in docno order), then written through the
+/// writer's buffered postings.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on an undecodable terms row.
+pub(crate) fn upgrade_to_8(db: &redb::Database, profile: crate::Profile) -> Result<()> {
+    let txn = db.begin_write()?;
+    let mut owners: Vec<(String, Vec<(u64, u32)>)> = Vec::new();
+    {
+        let rows = txn.open_table(USER_TERMS)?;
+        for row in rows.range::<(&str, u64)>(..)? {
+            let (k, v) = row?;
+            let (owner, docno) = k.value();
+            let len = super::doc_terms::DocTerms::parse(v.value())?.len;
+            match owners.last_mut() {
+                Some((o, docs)) if o == owner => docs.push((docno, len)),
+                _ => owners.push((owner.to_owned(), vec![(docno, len)])),
+            }
+        }
+    }
+    {
+        let mut w = Writer::open(&txn, profile)?;
+        for (owner, docs) in owners {
+            let term = super::keys::owner_term(&owner);
+            for (docno, len) in docs {
+                w.add_posting(&term, docno, super::keys::OWNER_TERM_UNITS, len)?;
+            }
+        }
+        w.flush()?;
+    }
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, 8u32.to_le_bytes().as_slice())?;
+    txn.commit()?;
+    Ok(())
+}
+
 /// Writes each entry's access metadata, which its compact record holds since
 /// schema 6, into the entry row, so that rebuilding the records from the entries
 /// keeps it. A record that is missing or cannot be decoded leaves its entry as it

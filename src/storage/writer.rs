@@ -895,6 +895,13 @@ impl<'t> Writer<'t> {
     /// Writes the buffered posting changes out once they reach [`PENDING_MAX`], so
     /// a transaction of millions of entries (bulk load, rebuild) holds a bounded
     /// buffer; [`Writer::flush`] writes the rest.
+    /// Buffers the posting of `term` for `docno` (frequency `tf`, memory length
+    /// `len`): for an upgrade that gives every memory a new term.
+    pub(super) fn add_posting(&mut self, term: &str, docno: u64, tf: u32, len: u32) -> Result<()> {
+        self.pending.add(term, docno, tf, len);
+        self.bound_pending()
+    }
+
     fn bound_pending(&mut self) -> Result<()> {
         if self.pending.len() >= PENDING_MAX {
             self.apply_pending()?;
