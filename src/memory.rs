@@ -929,7 +929,6 @@ impl Memory {
             ("fact_attributes", r.attributes()?.len()?),
             ("fact_cards", r.fact_cards()?.len()?),
             ("entities", r.entities()?.len()?),
-            ("users", r.users()?.len()?),
             ("user_terms", r.user_terms()?.len()?),
             ("importance", r.importance()?.len()?),
             ("layer_order", r.layer_order()?.len()?),

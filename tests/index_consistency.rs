@@ -3,6 +3,7 @@
 
 use proptest::prelude::*;
 use redb::ReadableDatabase;
+use redb::{ReadableTable, ReadableTableMetadata};
 use soulmem::{Memory, MemoryEntry, MemoryType, Profile, Visibility};
 
 #[derive(Debug, Clone)]
@@ -303,7 +304,8 @@ fn docs_as_schema_5(txn: &redb::WriteTransaction) {
 }
 
 /// Writes a store of `TEXTS` as an older schema laid it out: schema 7 had no
-/// owner terms in the postings, schema 6 no terms rows by owner either, schema 5 no last access time in the compact records, schema 4 had no fact cards either, schema 3
+/// owner terms in the postings but a `users` index, schema 6 no terms rows by
+/// owner either, schema 5 no last access time in the compact records, schema 4 had no fact cards either, schema 3
 /// no postings tail either (everything in blocks). `prepare` runs on the store
 /// first, as the current schema.
 fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)) {
@@ -328,6 +330,18 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
             .expect("owner rows")
             .count();
         assert!(removed > 0, "no owner term postings");
+    }
+    {
+        // Up to schema 7, the users index: the terms rows' keys.
+        let terms: redb::Table<(&str, u64), &[u8]> =
+            txn.open_table(redb::TableDefinition::new("user_terms")).expect("terms");
+        let mut users: redb::Table<(&str, u64), ()> =
+            txn.open_table(redb::TableDefinition::new("users")).expect("users");
+        for row in terms.range::<(&str, u64)>(..).expect("rows") {
+            let (k, _) = row.expect("row");
+            users.insert(k.value(), ()).expect("insert");
+        }
+        assert!(users.len().expect("len") > 0);
     }
     if version < 7 {
         let terms: redb::TableDefinition<(&str, u64), &[u8]> =
@@ -397,6 +411,14 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
         assert_eq!(schema_of(&path), 8);
+        let db = redb::Database::create(&path).expect("db");
+        let txn = db.begin_read().expect("txn");
+        let names: Vec<String> = txn
+            .list_tables()
+            .expect("tables")
+            .map(|h| redb::TableHandle::name(&h).to_owned())
+            .collect();
+        assert!(!names.iter().any(|n| n == "users"), "schema {version}: {names:?}");
     }
 }
 

@@ -47,7 +47,6 @@ struct Expected {
     prefixes: BTreeSet<Key4>,
     attributes: BTreeSet<Key4>,
     entities: BTreeSet<(String, u64)>,
-    users: BTreeSet<(String, u64)>,
     user_terms: BTreeMap<(String, u64), TermsRow>,
     importance: BTreeSet<(String, u8, i64, u64)>,
     layer_order: BTreeSet<(String, u64)>,
@@ -141,7 +140,6 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
             for en in &keys.entities {
                 exp.entities.insert((en.clone(), docno));
             }
-            exp.users.insert((user.clone(), docno));
             exp.user_terms.insert((user.clone(), docno), super::doc_terms::expected(&keys));
             exp.importance.insert((
                 e.layer.clone(),
@@ -289,7 +287,6 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     }
     diff("fact_tokens", &exp.fact_tokens, &got_ftok, p);
     pairs!(r.entities()?, "entities", &exp.entities);
-    pairs!(r.users()?, "users", &exp.users);
     let mut got_terms = BTreeMap::new();
     for row in r.user_terms()?.range::<(&str, u64)>(..)? {
         let (k, v) = row?;

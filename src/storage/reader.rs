@@ -40,7 +40,6 @@ pub struct Reader {
     attributes: OnceLock<ReadOnlyTable<FactKey, ()>>,
     fact_cards: OnceLock<ReadOnlyTable<(Str, u64), Bytes>>,
     entities: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
-    users: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     user_terms: OnceLock<ReadOnlyTable<(Str, u64), Bytes>>,
     importance: OnceLock<ReadOnlyTable<ImportanceKey, ()>>,
     layer_order: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
@@ -105,7 +104,6 @@ impl Reader {
             attributes: OnceLock::new(),
             fact_cards: OnceLock::new(),
             entities: OnceLock::new(),
-            users: OnceLock::new(),
             user_terms: OnceLock::new(),
             importance: OnceLock::new(),
             layer_order: OnceLock::new(),
@@ -209,11 +207,6 @@ impl Reader {
     /// The entity index.
     pub(crate) fn entities(&self) -> Result<&ReadOnlyTable<(Str, u64), ()>> {
         self.lazy(&self.entities, ENTITIES)
-    }
-
-    /// The user index.
-    pub(crate) fn users(&self) -> Result<&ReadOnlyTable<(Str, u64), ()>> {
-        self.lazy(&self.users, USERS)
     }
 
     /// Each memory's own index terms, by owner (see [`super::doc_terms`]).

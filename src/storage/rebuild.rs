@@ -425,7 +425,7 @@ pub(crate) fn upgrade_to_7(db: &redb::Database, profile: crate::Profile) -> Resu
 
 /// Upgrades a schema-7 store to schema 8: every memory's owner term
 /// ([`super::keys::owner_term`]) gets its posting, with the memory's length from
-/// its terms row. One transaction, the owners' rows read first (in their order,
+/// its terms row, and the `users` index, which they replace, is dropped. One transaction, the owners' rows read first (in their order,
 /// so each owner's postings are added in docno order), then written through the
 /// writer's buffered postings.
 ///
@@ -456,6 +456,8 @@ pub(crate) fn upgrade_to_8(db: &redb::Database, profile: crate::Profile) -> Resu
         }
         w.flush()?;
     }
+    // What the users index held, the terms rows and the owner terms now do.
+    txn.delete_table(USERS)?;
     txn.open_table(META)?.insert(meta_keys::SCHEMA, 8u32.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())

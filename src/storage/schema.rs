@@ -77,8 +77,9 @@ pub const ATTRIBUTES: TableDefinition<(&str, &str, &str, u64), ()> =
 /// `(entity lower-cased, docno) → ()`.
 pub const ENTITIES: TableDefinition<(&str, u64), ()> = TableDefinition::new("entities");
 
-/// `(user_id or "", docno) → ()` for every entry: the memories a `user_id` filter
-/// admits (the user's and the unattributed ones) without reading any record.
+/// `(user_id or "", docno) → ()` for every entry, until schema 8 (whose owner
+/// terms and `user_terms` rows hold the same): read by the upgrade to schema 7,
+/// dropped by the upgrade to schema 8.
 pub const USERS: TableDefinition<(&str, u64), ()> = TableDefinition::new("users");
 
 /// `(user_id or "", docno) → the memory's index terms` for every entry: each term

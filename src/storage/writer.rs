@@ -32,7 +32,6 @@ pub struct Writer<'t> {
     pub(crate) attributes: Table<'t, (Str, Str, Str, u64), ()>,
     pub(crate) fact_cards: Table<'t, (Str, u64), Bytes>,
     pub(crate) entities: Table<'t, (Str, u64), ()>,
-    pub(crate) users: Table<'t, (Str, u64), ()>,
     pub(crate) user_terms: Table<'t, (Str, u64), Bytes>,
     pub(crate) importance: Table<'t, (Str, u8, i64, u64), ()>,
     pub(crate) layer_order: Table<'t, (Str, u64), ()>,
@@ -148,7 +147,7 @@ const PENDING_MAX: usize = 2_000_000;
 /// Which of a memory's index rows [`Writer::remove_rows`] and
 /// [`Writer::add_rows`] leave as they are: in a replace, those whose keys are the
 /// same before and after. Taking them out and putting them back would rewrite
-/// their leaves (a memory's postings blocks, its `users`, `importance` and
+/// their leaves (a memory's postings blocks, its `user_terms`, `importance` and
 /// `layer_order` rows, wherever they are in their tables) for nothing, and any
 /// postings change merges the postings tail.
 #[derive(Debug, Clone, Copy)]
@@ -271,7 +270,6 @@ impl<'t> Writer<'t> {
             attributes: txn.open_table(ATTRIBUTES)?,
             fact_cards: txn.open_table(FACT_CARDS)?,
             entities: txn.open_table(ENTITIES)?,
-            users: txn.open_table(USERS)?,
             user_terms: txn.open_table(USER_TERMS)?,
             importance: txn.open_table(IMPORTANCE)?,
             layer_order: txn.open_table(LAYER_ORDER)?,
@@ -601,7 +599,6 @@ impl<'t> Writer<'t> {
         let mut slots: Vec<(&str, &str, &str, u64)> = Vec::new();
         let mut attrs: Vec<(&str, &str, &str, u64)> = Vec::new();
         let mut ents: Vec<(&str, u64)> = Vec::new();
-        let mut users: Vec<(&str, u64)> = Vec::new();
         let mut term_rows: Vec<((&str, u64), Vec<u8>)> = Vec::new();
         let mut imp: Vec<(&str, u8, i64, u64)> = Vec::new();
         let mut order: Vec<(&str, u64)> = Vec::new();
@@ -622,7 +619,6 @@ impl<'t> Writer<'t> {
             for en in &k.entities {
                 ents.push((en.as_str(), d));
             }
-            users.push((e.user_id.as_deref().unwrap_or(""), d));
             term_rows.push(((e.user_id.as_deref().unwrap_or(""), d), doc_terms::encode(k)));
             imp.push((e.layer.as_str(), e.importance, time::to_micros(&e.created_at), d));
             order.push((e.layer.as_str(), d));
@@ -662,10 +658,6 @@ impl<'t> Writer<'t> {
         ents.sort_unstable();
         for k in ents {
             self.entities.insert(k, ())?;
-        }
-        users.sort_unstable();
-        for k in users {
-            self.users.insert(k, ())?;
         }
         term_rows.sort_unstable_by_key(|(k, _)| *k);
         for (k, row) in term_rows {
@@ -812,9 +804,6 @@ impl<'t> Writer<'t> {
                 self.entities.insert((ent.as_str(), docno), ())?;
             }
         }
-        if !same.user {
-            self.users.insert((user, docno), ())?;
-        }
         if !same.user || !same.postings {
             self.user_terms.insert((user, docno), doc_terms::encode(keys).as_slice())?;
         }
@@ -875,9 +864,6 @@ impl<'t> Writer<'t> {
             for ent in &keys.entities {
                 self.entities.remove((ent.as_str(), docno))?;
             }
-        }
-        if !same.user {
-            self.users.remove((user, docno))?;
         }
         if !same.user || !same.postings {
             self.user_terms.remove((user, docno))?;
