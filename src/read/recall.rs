@@ -42,6 +42,41 @@ pub fn listed_max(docs: u64) -> usize {
     usize::try_from(docs / 64).unwrap_or(usize::MAX).clamp(256, 2_048)
 }
 
+/// Where the text candidates of a recall filtered by a user come from: the
+/// memories the user may be shown (theirs and the unattributed ones).
+enum UserSearch {
+    /// At most [`listed_max`] of them: scored from their terms rows.
+    Rows(candidates::Listed),
+    /// More: the postings searched beside their owner terms' postings, so
+    /// blocks holding none of them are skipped and no other memory's record is
+    /// read.
+    Beside,
+    /// At least half the store ([`filters::holds_most`]): the postings searched
+    /// as unfiltered, the filter checked on the memories that place.
+    Unwalked,
+}
+
+impl Memory {
+    /// How a recall filtered by `user` finds its text candidates in `r`. An owner
+    /// found too large for the rows is noted with whether it holds most of the
+    /// store, so its later recalls decide without reading.
+    fn user_search(&self, r: &Reader, user: &str) -> Result<UserSearch> {
+        let docs = r.stats().docs;
+        let dense = match self.store.large_owner(user, docs) {
+            Some(dense) => dense,
+            None => match candidates::Listed::load(r, &filters::owners(user), listed_max(docs))? {
+                Some(rows) => return Ok(UserSearch::Rows(rows)),
+                None => {
+                    let dense = filters::holds_most(r, user)?;
+                    self.store.note_large_owner(user, docs, dense);
+                    dense
+                }
+            },
+        };
+        Ok(if dense { UserSearch::Unwalked } else { UserSearch::Beside })
+    }
+}
+
 /// Query terms for the default profile: tokens minus stop-words, stemmed, plus
 /// their synonyms at a lower weight.
 #[must_use]
@@ -282,40 +317,27 @@ impl Memory {
                 false
             }
         };
-        // With a user filter, the memories the user may be shown (theirs and the
-        // unattributed ones) are scored from their own terms when they are few
-        // ([`listed_max`]). Otherwise text candidates come from the postings
-        // beside their owner terms' postings (blocks holding none of those
-        // memories are skipped, and no other memory's record is read), unless those memories
-        // are most of the store ([`filters::holds_most`]): then the postings are
-        // searched as unfiltered, and the filter checked on the memories that
-        // place.
-        let docs = r.stats().docs;
-        let (listed, walk) = match q.user_id.as_deref() {
-            Some(u) => match self.store.large_owner(u, docs) {
-                Some(dense) => (None, !dense),
-                None => {
-                    match candidates::Listed::load(&r, &filters::owners(u), listed_max(docs))? {
-                        Some(l) => (Some(l), false),
-                        None => {
-                            let dense = filters::holds_most(&r, u)?;
-                            self.store.note_large_owner(u, docs, dense);
-                            (None, !dense)
-                        }
-                    }
-                }
-            },
-            None => (None, false),
+        // With a user filter, text candidates come from the memories the user
+        // may be shown alone (`UserSearch`).
+        let by_user = match q.user_id.as_deref() {
+            Some(u) => Some((u, self.user_search(&r, u)?)),
+            None => None,
         };
-        let mut users = match q.user_id.as_deref() {
-            Some(u) if walk => Some(candidates::OwnerPostings::new(&r, &filters::owners(u))?),
+        let listed = match &by_user {
+            Some((_, UserSearch::Rows(l))) => Some(l),
+            _ => None,
+        };
+        let mut users = match &by_user {
+            Some((u, UserSearch::Beside)) => {
+                Some(candidates::OwnerPostings::new(&r, &filters::owners(u))?)
+            }
             _ => None,
         };
         let mut text_top_k = |stats: &[candidates::TermStat],
                               k: usize,
                               accept: &mut dyn FnMut(u64, &DocInfo) -> bool|
          -> Result<(Vec<Candidate>, u64)> {
-            match &listed {
+            match listed {
                 Some(l) => candidates::top_k_listed(&r, stats, k, l, accept),
                 None => candidates::top_k(
                     &r,
@@ -576,8 +598,8 @@ mod tests {
     use crate::read::RecallQuery;
 
     /// A filtered recall scores a small owner's memories from their rows, a large
-    /// owner's from the postings beside their owner term's postings, and those of an owner
-    /// holding most of the store from the postings alone; each finds only what
+    /// owner's from the postings beside their owner term's postings, and those of
+    /// an owner holding most of the store from the postings alone; each finds only what
     /// the user may be shown. Large owners are noted so later recalls skip the
     /// rows, small ones are not.
     #[test]

@@ -834,7 +834,7 @@ fn build(
     // freed pages only after a durable commit: a non-durable build would leave the
     // file much larger than its data).
     let t = Instant::now();
-    let used = {
+    let (used, held) = {
         let mem = Memory::open(path)?;
         let pb = bar(n, format!("build {n}"));
         let used = if observed {
@@ -851,13 +851,13 @@ fn build(
             corpus.fill(&mem, n, 10_000, |done| pb.set_position(done.min(n)))?
         };
         pb.finish_and_clear();
-        used
+        (used, mem.count()?)
     };
     row.insert("built_by".into(), json!(if observed { "observe_batch" } else { "add_batch" }));
     let build_s = t.elapsed().as_secs_f64();
     let file = std::fs::metadata(path)?.len();
     // An observed build ends past `n` (its last batch's memories).
-    let n = if observed { Memory::open(path)?.count()?.max(1) } else { n };
+    let n = if observed { held.max(1) } else { n };
     row.insert("build_s".into(), round3(build_s));
     row.insert("build_memories_per_s".into(), json!((n as f64 / build_s).round()));
     row.insert("file_mb".into(), round3(file as f64 / 1048576.0));
