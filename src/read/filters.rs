@@ -40,6 +40,12 @@ pub fn visible_to(vis: Visibility, requester: Option<&str>, bond: f64, threshold
     }
 }
 
+/// Whether a `user_id` filter for `user` shows the memory of `info`: it is theirs
+/// or nobody's.
+fn shown_to(info: &DocInfo, user: &str) -> bool {
+    info.user_id.as_deref().is_none_or(|owner| owner == user)
+}
+
 /// The first filter of `q` that excludes `info`, by name; `None` when it passes.
 #[must_use]
 pub fn rejects(q: &RecallQuery, info: &DocInfo, bond_threshold: f64) -> Option<&'static str> {
@@ -60,7 +66,7 @@ pub fn rejects(q: &RecallQuery, info: &DocInfo, bond_threshold: f64) -> Option<&
         return Some("domain");
     }
     if let Some(u) = &q.user_id
-        && info.user_id.as_ref().is_some_and(|owner| owner != u)
+        && !shown_to(info, u)
     {
         return Some("user_id");
     }
@@ -116,7 +122,7 @@ pub fn holds_most(r: &Reader, user: &str) -> Result<bool> {
         let d = ((u128::from(frac) * u128::from(span)) >> 64) as u64;
         if let Some(info) = r.docinfo(d)? {
             found += 1;
-            if info.user_id.as_deref().is_none_or(|o| o == user) {
+            if shown_to(&info, user) {
                 theirs += 1;
             }
         }
