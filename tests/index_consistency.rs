@@ -303,8 +303,8 @@ fn docs_as_schema_5(txn: &redb::WriteTransaction) {
     }
 }
 
-/// Writes a store of `TEXTS` as an older schema laid it out: schema 7 had no
-/// owner terms in the postings but a `users` index, schema 6 no terms rows by
+/// Writes a store of `TEXTS` (and one superseded fact) as an older schema laid
+/// it out: schema 8 had no superseded bitmap, schema 7 had no owner terms in the postings but a `users` index, schema 6 no terms rows by
 /// owner either, schema 5 no last access time in the compact records, schema 4 had no fact cards either, schema 3
 /// no postings tail either (everything in blocks). `prepare` runs on the store
 /// first, as the current schema.
@@ -315,12 +315,20 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
             TEXTS.iter().map(|t| MemoryEntry::new(MemoryType::Semantic, *t)).collect();
         mem.add_batch(entries).expect("add");
         assert!(mem.stats().expect("stats").index_rows["fact_cards"] > 0);
+        let mut old_fact = MemoryEntry::new(MemoryType::Semantic, "User lives in Lisbon");
+        old_fact.superseded_by = Some("newer".into());
+        mem.add(old_fact).expect("add");
         prepare(&mem);
         mem.reindex(|_| {}).expect("reindex"); // everything in blocks
     }
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
     {
+        // Schema 9 added the superseded bitmap.
+        let bitmap: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("superseded");
+        assert!(txn.delete_table(bitmap).expect("drop bitmap"));
+    }
+    if version < 8 {
         // Schema 8 added the owner terms' postings (all in blocks here).
         let mut blocks: redb::Table<(&str, u64), &[u8]> =
             txn.open_table(redb::TableDefinition::new("posting_blocks")).expect("blocks");
@@ -331,7 +339,7 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
             .count();
         assert!(removed > 0, "no owner term postings");
     }
-    {
+    if version < 8 {
         // Up to schema 7, the users index: the terms rows' keys.
         let terms: redb::Table<(&str, u64), &[u8]> =
             txn.open_table(redb::TableDefinition::new("user_terms")).expect("terms");
@@ -371,14 +379,15 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     txn.commit().expect("commit");
 }
 
-/// Schema-3 to 7 stores open as schema 8: an empty postings tail that the next
+/// Schema-3 to 8 stores open as schema 9: an empty postings tail that the next
 /// small write starts, a card for every active fact, which dedup reads, compact
 /// records that hold the access metadata, each memory's terms row, which a
-/// `user_id`-filtered recall scores, and its owner term's posting (which
-/// `check` verifies with every other posting).
+/// `user_id`-filtered recall scores, its owner term's posting (which `check`
+/// verifies with every other posting), and the superseded bitmap (which `check`
+/// verifies against the records, and recall skips on).
 #[test]
 fn older_schemas_are_upgraded_on_open() {
-    for version in [3u32, 4, 5, 6, 7] {
+    for version in [3u32, 4, 5, 6, 7, 8] {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(format!("v{version}.redb"));
         old_store(&path, version, |_| {});
@@ -391,6 +400,7 @@ fn older_schemas_are_upgraded_on_open() {
             let hits =
                 mem.recall(&soulmem::RecallQuery::new("where does the user live")).expect("recall");
             assert!(hits.memories.iter().any(|m| m.content.contains("Paris")), "{hits:?}");
+            assert!(!hits.memories.iter().any(|m| m.content.contains("Lisbon")), "{hits:?}");
             let mut q = soulmem::RecallQuery::new("where does the user live");
             q.user_id = Some("ana".into());
             let hits = mem.recall(&q).expect("recall");
@@ -410,7 +420,7 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
-        assert_eq!(schema_of(&path), 8);
+        assert_eq!(schema_of(&path), 9);
         let db = redb::Database::create(&path).expect("db");
         let txn = db.begin_read().expect("txn");
         let names: Vec<String> = txn
@@ -493,7 +503,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
     let mem = Memory::open(&path).expect("upgraded despite the damage");
     assert!(!mem.check(|_| {}).expect("check").is_ok(), "the damage is reported");
     drop(mem);
-    assert_eq!(schema_of(&path), 8);
+    assert_eq!(schema_of(&path), 9);
     let db = redb::Database::create(&path).expect("db");
     let txn = db.begin_read().expect("txn");
     let names: Vec<String> = txn

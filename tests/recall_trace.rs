@@ -69,3 +69,55 @@ fn exact_ties_go_to_the_older_memory() {
         assert_eq!(got, ids);
     }
 }
+
+/// Recall skips superseded memories on their bit in the superseded bitmap; an
+/// explained recall reads each one's record instead, to say why it was dropped.
+/// Both find the same memories: every live match (however many superseded copies
+/// outscore them), no superseded one, and the dropped ones are in the trace.
+#[test]
+fn skipped_superseded_memories_change_nothing_but_the_work() {
+    use soulmem::{MemoryEntry, MemoryType};
+    let clock = Arc::new(FixedClock::new(parse_timestamp("2024-03-01T10:00:00").expect("ts")));
+    let mem = Memory::builder().clock(clock).open_in_memory().expect("open");
+    let mut entries = Vec::new();
+    // Short superseded facts, which outscore every live memory on the query.
+    for i in 0..300 {
+        let mut e = MemoryEntry::new(MemoryType::Semantic, format!("Favorite book: Dune {i}"));
+        e.superseded_by = Some("newer".into());
+        entries.push(e);
+    }
+    entries.push(MemoryEntry::new(MemoryType::Semantic, "User's favorite book is Solaris"));
+    for i in 0..12 {
+        entries.push(MemoryEntry::new(
+            MemoryType::Episodic,
+            format!("We talked for a while about which book is the favorite one, chat {i}"),
+        ));
+    }
+    mem.add_batch(entries).expect("add");
+    let contents = |q: &RecallQuery| -> (Vec<String>, usize) {
+        let r = mem.recall(q).expect("recall");
+        let mut c: Vec<String> = r.memories.iter().map(|m| m.content.clone()).collect();
+        c.sort();
+        let dropped = r
+            .trace
+            .candidates
+            .iter()
+            .filter(|t| t.dropped_by.as_deref() == Some("superseded"))
+            .count();
+        (c, dropped)
+    };
+    let mut q = RecallQuery::new("favorite book");
+    q.limit = 20;
+    let (plain, _) = contents(&q);
+    assert_eq!(plain.len(), 13, "{plain:?}");
+    assert!(plain.iter().any(|c| c.contains("Solaris")));
+    assert!(!plain.iter().any(|c| c.contains("Dune")), "{plain:?}");
+    q.explain = true;
+    let (explained, dropped) = contents(&q);
+    assert_eq!(explained, plain);
+    assert!(dropped >= 20, "the trace lists the superseded memories dropped: {dropped}");
+    q.explain = false;
+    q.include_superseded = true;
+    let (all, _) = contents(&q);
+    assert!(all.iter().filter(|c| c.contains("Dune")).count() >= 10, "{all:?}");
+}

@@ -592,10 +592,12 @@ impl Allow for OwnerPostings<'_> {
 /// decoded. Ties are broken by docno (the lower wins), then the result is sorted by
 /// score (ties: the lower docno).
 ///
-/// A first pass ranks without `accept` (only `allow`) and keeps `k + k/4 + 2`; their
-/// records are then read and checked in rank order. Only when fewer than `k` of
-/// them pass does a second pass run with `accept` applied to every memory that
-/// would place. Either way `accept` sees a memory at most once.
+/// A first pass ranks without `accept` (only `allow` and `skip`) and keeps
+/// `k + k/4 + 2`; their records are then read and checked in rank order. Only
+/// when fewer than `k` of them pass does a second pass run with `accept` applied
+/// to every memory that would place. Either way `accept` sees a memory at most
+/// once, and never one that `skip` leaves out: `skip` must leave out only
+/// memories `accept` rejects, so the result is the same with or without it.
 ///
 /// # Errors
 /// Storage errors; [`crate::Error::Corrupted`] on a malformed block.
@@ -604,11 +606,14 @@ pub fn top_k(
     stats: &[TermStat],
     k: usize,
     mut allow: Option<&mut dyn Allow>,
+    skip: Option<&mut dyn Skip>,
     accept: impl FnMut(u64, &DocInfo) -> bool,
 ) -> Result<(Vec<Candidate>, u64)> {
     // One table of length norms for both passes.
     let norms = Norms::shared(avgdl(r));
-    rank(r, stats, k, accept, |k, keep| search(r, &norms, stats, k, reborrow(&mut allow), keep))
+    rank(r, stats, k, skip, accept, |k, keep| {
+        search(r, &norms, stats, k, reborrow(&mut allow), keep)
+    })
 }
 
 /// [`top_k`] over the memories of `listed` alone, scored from their own terms:
@@ -622,11 +627,31 @@ pub fn top_k_listed(
     stats: &[TermStat],
     k: usize,
     listed: &Listed,
+    skip: Option<&mut dyn Skip>,
     accept: impl FnMut(u64, &DocInfo) -> bool,
 ) -> Result<(Vec<Candidate>, u64)> {
     let norms = Norms::shared(avgdl(r));
     let order = scoring_order(r, stats);
-    rank(r, stats, k, accept, |k, keep| search_listed(listed, &norms, &order, k, keep))
+    rank(r, stats, k, skip, accept, |k, keep| search_listed(listed, &norms, &order, k, keep))
+}
+
+/// Memories a search leaves out on a cheap test, before reading their records:
+/// the superseded ones, when the query excludes them
+/// ([`crate::storage::superseded`]).
+pub trait Skip {
+    /// Whether `docno` is left out.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn skips(&mut self, docno: u64) -> Result<bool>;
+}
+
+impl<T: redb::ReadableTable<u64, &'static [u8]>> Skip
+    for crate::storage::superseded::Hidden<'_, T>
+{
+    fn skips(&mut self, docno: u64) -> Result<bool> {
+        self.contains(docno)
+    }
 }
 
 /// What [`top_k`] and [`top_k_listed`] share: the two passes around `search`
@@ -635,22 +660,29 @@ fn rank(
     r: &Reader,
     stats: &[TermStat],
     k: usize,
+    mut skip: Option<&mut dyn Skip>,
     mut accept: impl FnMut(u64, &DocInfo) -> bool,
     mut search: impl FnMut(usize, &mut dyn FnMut(u64) -> Result<bool>) -> Result<Ranked>,
 ) -> Result<(Vec<Candidate>, u64)> {
     if k == 0 || stats.is_empty() {
         return Ok((Vec::new(), 0));
     }
+    let mut skips = |d: u64| -> Result<bool> {
+        match skip.as_mut() {
+            Some(s) => s.skips(d),
+            None => Ok(false),
+        }
+    };
     // Room for a few rejected memories: a smaller first pass prunes sooner (the
     // k-th score it must beat is higher); the second pass covers the rest exactly.
     let wide = k.saturating_add(k / 4 + 2);
-    let (held, mut read) = search(wide, &mut |_| Ok(true))?;
+    let (held, mut read) = search(wide, &mut |d| Ok(!skips(d)?))?;
     let mut verdicts: HashMap<u64, Option<DocInfo>> = HashMap::new();
     let mut verdict = |d: u64| -> Result<bool> {
         if let Some(v) = verdicts.get(&d) {
             return Ok(v.is_some());
         }
-        let v = r.docinfo(d)?.filter(|info| accept(d, info));
+        let v = if skips(d)? { None } else { r.docinfo(d)?.filter(|info| accept(d, info)) };
         let kept = v.is_some();
         verdicts.insert(d, v);
         Ok(kept)
@@ -1020,6 +1052,15 @@ mod tests {
         }
     }
 
+    /// Skips the multiples of its number.
+    struct Multiples(u64);
+
+    impl Skip for Multiples {
+        fn skips(&mut self, docno: u64) -> Result<bool> {
+            Ok(docno % self.0 == 0)
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(16))]
         /// Block-max pruning returns exactly the brute-force top k (ties by docno),
@@ -1064,7 +1105,22 @@ mod tests {
                 let mut sorted = Sorted(&allowed);
                 let allow: Option<&mut dyn Allow> =
                     if modulo == 3 { Some(&mut sorted) } else { None };
-                let (got, _) = top_k(&r, &stats, k, allow, |d, _| keep(d)).expect("test store");
+                // Memories the filter rejects may also be skipped before it
+                // (as recall skips superseded ones): the same result.
+                let mut multiples = Multiples(modulo + 1);
+                let skipping = modulo == 1 || modulo == 2;
+                let skip: Option<&mut dyn Skip> =
+                    if skipping { Some(&mut multiples) } else { None };
+                let mut asked = Vec::new();
+                let (got, _) = top_k(&r, &stats, k, allow, skip, |d, _| {
+                    asked.push(d);
+                    keep(d)
+                })
+                .expect("test store");
+                prop_assert!(
+                    !skipping || asked.iter().all(|d| keep(*d)),
+                    "the filter was asked about a skipped memory"
+                );
                 let mut want: Vec<(u64, f64)> =
                     brute(&r, &stats).into_iter().filter(|(d, _)| keep(*d)).collect();
                 want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -1075,8 +1131,8 @@ mod tests {
                     let mut sorted = Sorted(&allowed);
                     let allow: Option<&mut dyn Allow> =
                         if modulo == 3 { Some(&mut sorted) } else { None };
-                    let (again, _) =
-                        top_k(reader, &stats, k, allow, |d, _| keep(d)).expect("test store");
+                    let (again, _) = top_k(reader, &stats, k, allow, None, |d, _| keep(d))
+                        .expect("test store");
                     let mut pairs: Vec<(u64, f64)> =
                         again.iter().map(|c| (c.docno, c.bm25)).collect();
                     pairs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -1135,13 +1191,20 @@ mod tests {
                 let keep = |d: u64| modulo == 0 || d % (modulo + 1) != 0;
                 let mut asked_rows = Vec::new();
                 let mut users = OwnerPostings::new(&r, &["", "u1"]).expect("test store");
-                let (want, _) = top_k(&r, &stats, k, Some(&mut users), |d, _| {
+                // Half the filters also skip what they reject, in both searches.
+                let mut multiples = Multiples(modulo + 1);
+                let skip: Option<&mut dyn Skip> =
+                    if modulo == 1 || modulo == 2 { Some(&mut multiples) } else { None };
+                let (want, _) = top_k(&r, &stats, k, Some(&mut users), skip, |d, _| {
                     asked_rows.push(d);
                     keep(d)
                 })
                 .expect("test store");
                 let mut asked_listed = Vec::new();
-                let (got, _) = top_k_listed(&r, &stats, k, &listed, |d, _| {
+                let mut multiples = Multiples(modulo + 1);
+                let skip: Option<&mut dyn Skip> =
+                    if modulo == 1 || modulo == 2 { Some(&mut multiples) } else { None };
+                let (got, _) = top_k_listed(&r, &stats, k, &listed, skip, |d, _| {
                     asked_listed.push(d);
                     keep(d)
                 })
@@ -1231,7 +1294,7 @@ mod tests {
     fn search_alpha(r: &Reader) -> Vec<(u64, f64)> {
         let terms = [Term { token: crate::text::stem("alpha"), weight: 1.0 }];
         let stats = term_stats(r, &terms).expect("test store");
-        let (got, _) = top_k(r, &stats, 50, None, |_, _| true).expect("test store");
+        let (got, _) = top_k(r, &stats, 50, None, None, |_, _| true).expect("test store");
         got.iter().map(|c| (c.docno, c.bm25)).collect()
     }
 

@@ -15,6 +15,7 @@ use super::vector::{self, HybridFusion};
 use crate::error::Result;
 use crate::memory::Memory;
 use crate::model::{MemoryEntry, time};
+use crate::storage::superseded::Hidden;
 use crate::storage::{DocInfo, Reader};
 use crate::text::{index_terms, is_stop_word, stem, synonyms_of, tokenize_list};
 
@@ -333,17 +334,27 @@ impl Memory {
             }
             _ => None,
         };
+        // Superseded memories, which the filter would turn away, are skipped on
+        // their bit without reading their records; an explained recall reads them,
+        // so that its trace says why each was dropped.
+        let mut hidden = if q.include_superseded || q.explain {
+            None
+        } else {
+            Some(Hidden::new(r.superseded()?))
+        };
         let mut text_top_k = |stats: &[candidates::TermStat],
                               k: usize,
                               accept: &mut dyn FnMut(u64, &DocInfo) -> bool|
          -> Result<(Vec<Candidate>, u64)> {
+            let skip = hidden.as_mut().map(|h| h as &mut dyn candidates::Skip);
             match listed {
-                Some(l) => candidates::top_k_listed(&r, stats, k, l, accept),
+                Some(l) => candidates::top_k_listed(&r, stats, k, l, skip, accept),
                 None => candidates::top_k(
                     &r,
                     stats,
                     k,
                     users.as_mut().map(|u| u as &mut dyn candidates::Allow),
+                    skip,
                     accept,
                 ),
             }

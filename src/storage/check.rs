@@ -168,6 +168,12 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         rows += 1;
     }
     diff_map("docs", &exp.docs, &got_docs, p);
+    // The superseded bitmap: one bit per superseded memory, and no other.
+    let want_sup: BTreeSet<u64> =
+        exp.docs.iter().filter(|(_, i)| i.superseded).map(|(d, _)| *d).collect();
+    let got_sup: BTreeSet<u64> = super::superseded::all(r.superseded()?)?.into_iter().collect();
+    rows += redb::ReadableTableMetadata::len(r.superseded()?)?;
+    diff("superseded", &want_sup, &got_sup, p);
     let mut got_post = BTreeMap::new();
     let mut block_impacts: BTreeMap<String, Vec<(u64, u64, super::postings::Impacts)>> =
         BTreeMap::new();

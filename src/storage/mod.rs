@@ -20,6 +20,7 @@ mod query;
 mod reader;
 pub mod rebuild;
 pub mod schema;
+pub mod superseded;
 pub mod tail;
 mod writer;
 
@@ -439,6 +440,10 @@ impl Store {
                     if found < 8 {
                         // Schema 8 adds each memory's owner term to the postings.
                         rebuild::upgrade_to_8(&db, profile)?;
+                    }
+                    if found < 9 {
+                        // Schema 9 adds the superseded-memories bitmap.
+                        rebuild::upgrade_to_9(&db)?;
                     }
                 }
                 profile

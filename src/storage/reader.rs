@@ -41,6 +41,7 @@ pub struct Reader {
     fact_cards: OnceLock<ReadOnlyTable<(Str, u64), Bytes>>,
     entities: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     user_terms: OnceLock<ReadOnlyTable<(Str, u64), Bytes>>,
+    superseded: OnceLock<ReadOnlyTable<u64, Bytes>>,
     importance: OnceLock<ReadOnlyTable<ImportanceKey, ()>>,
     layer_order: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     context: OnceLock<ReadOnlyTable<u64, Str>>,
@@ -105,6 +106,7 @@ impl Reader {
             fact_cards: OnceLock::new(),
             entities: OnceLock::new(),
             user_terms: OnceLock::new(),
+            superseded: OnceLock::new(),
             importance: OnceLock::new(),
             layer_order: OnceLock::new(),
             context: OnceLock::new(),
@@ -212,6 +214,11 @@ impl Reader {
     /// Each memory's own index terms, by owner (see [`super::doc_terms`]).
     pub(crate) fn user_terms(&self) -> Result<&ReadOnlyTable<(Str, u64), Bytes>> {
         self.lazy(&self.user_terms, USER_TERMS)
+    }
+
+    /// The superseded-memories bitmap (`storage::superseded`).
+    pub(crate) fn superseded(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
+        self.lazy(&self.superseded, SUPERSEDED)
     }
 
     /// The importance index.

@@ -49,6 +49,7 @@ fn delete_index_tables(txn: &WriteTransaction) -> Result<()> {
     txn.delete_table(IMPORTANCE)?;
     txn.delete_table(LAYER_ORDER)?;
     txn.delete_table(POSTING_TAIL)?;
+    txn.delete_table(SUPERSEDED)?;
     txn.open_table(META)?.remove(meta_keys::TAIL_VERSION)?;
     Ok(())
 }
@@ -459,6 +460,32 @@ pub(crate) fn upgrade_to_8(db: &redb::Database, profile: crate::Profile) -> Resu
     // What the users index held, the terms rows and the owner terms now do.
     txn.delete_table(USERS)?;
     txn.open_table(META)?.insert(meta_keys::SCHEMA, 8u32.to_le_bytes().as_slice())?;
+    txn.commit()?;
+    Ok(())
+}
+
+/// Upgrades a schema-8 store to schema 9: the superseded-memories bitmap
+/// ([`super::superseded`]) is written from the `docs` records' flags. One
+/// transaction; nothing else changes.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
+pub(crate) fn upgrade_to_9(db: &redb::Database) -> Result<()> {
+    let txn = db.begin_write()?;
+    {
+        let docs = txn.open_table(DOCS)?;
+        let mut table = txn.open_table(SUPERSEDED)?;
+        let mut marks = super::superseded::Marks::default();
+        for row in docs.range::<u64>(..)? {
+            let (k, v) = row?;
+            let info: super::DocInfo = decode(v.value(), "docinfo")?;
+            if info.superseded {
+                marks.set(&table, k.value(), true)?;
+            }
+        }
+        marks.write(&mut table)?;
+    }
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, 9u32.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
 }

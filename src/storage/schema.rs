@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -87,6 +87,11 @@ pub const USERS: TableDefinition<(&str, u64), ()> = TableDefinition::new("users"
 /// them (`storage::doc_terms` has the encoding). A `user_id`-filtered recall of an
 /// owner with few memories scores them from these neighbouring rows (schema 7).
 pub const USER_TERMS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("user_terms");
+
+/// `docno / 32768 → bitmap` of the superseded memories (schema 9): one bit per
+/// docno, a row only where one is set (`storage::superseded`). Recall skips them
+/// on their bit instead of reading their `docs` records.
+pub const SUPERSEDED: TableDefinition<u64, &[u8]> = TableDefinition::new("superseded");
 
 /// `(layer, importance, created_at µs, docno) → ()`: eviction order.
 pub const IMPORTANCE: TableDefinition<(&str, u8, i64, u64), ()> =

@@ -40,6 +40,10 @@ pub struct Writer<'t> {
     /// The postings of the newest memories, not yet in `postings` (see
     /// [`super::tail`]).
     tail: Table<'t, u64, Bytes>,
+    /// The superseded-memories bitmap, and this transaction's changes to it
+    /// (written by [`Writer::flush`]).
+    superseded: Table<'t, u64, Bytes>,
+    marks: super::superseded::Marks,
     /// The first docno this transaction gives out: buffered postings of memories
     /// from here on are new and may go to the tail.
     first_new: u64,
@@ -276,6 +280,8 @@ impl<'t> Writer<'t> {
             context: txn.open_table(CONTEXT)?,
             embeddings: txn.open_table(EMBEDDINGS)?,
             tail: txn.open_table(POSTING_TAIL)?,
+            superseded: txn.open_table(SUPERSEDED)?,
+            marks: super::superseded::Marks::default(),
             first_new: stats.next_docno,
             tail_writes: tail::TailWrites::default(),
             tail_done: (0, tail::TailChange::Unchanged),
@@ -327,6 +333,7 @@ impl<'t> Writer<'t> {
     /// Writes buffered postings, the self-model (when changed) and the corpus
     /// statistics. Called before commit.
     pub(crate) fn flush(&mut self) -> Result<()> {
+        self.marks.write(&mut self.superseded)?;
         if !self.pending.is_empty() {
             // Memories numbered in this transaction (an upper bound of those with
             // buffered postings).
@@ -829,6 +836,7 @@ impl<'t> Writer<'t> {
             self.newest_episodes = None;
         }
         self.docs.remove(docno)?;
+        self.marks.set(&self.superseded, docno, false)?;
         self.doc_cache.get_mut().remove(&docno);
         if !same.postings {
             for tok in keys.tokens.keys() {
@@ -934,8 +942,10 @@ impl<'t> Writer<'t> {
     }
 
     /// Writes the [`DocInfo`] of `docno`, keeping the transaction's copy current.
+    /// Its bit in the superseded bitmap follows the record's flag.
     fn put_info(&mut self, docno: u64, info: DocInfo) -> Result<()> {
         self.docs.insert(docno, encode(&info)?.as_slice())?;
+        self.marks.set(&self.superseded, docno, info.superseded)?;
         self.doc_cache.get_mut().insert(docno, info);
         Ok(())
     }

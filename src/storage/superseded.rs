@@ -1,0 +1,196 @@
+//! Which memories are superseded, as a bitmap over docnos ([`SUPERSEDED`]).
+//!
+//! Recall leaves superseded memories out unless asked for them, and they stay in
+//! the postings (an old fact keeps its text). A user who restates a fact over
+//! and over leaves thousands of superseded copies that score as well as the
+//! current one: without the bitmap each of them cost a read of its `docs`
+//! record before the filter turned it away. With it, candidate generation skips
+//! them on one bit, before reading anything ([`Hidden`]).
+//!
+//! One row per [`CHUNK_DOCS`] docnos (a 4 KiB value), only for chunks holding a
+//! superseded memory. The writer keeps the bit equal to the memory's record's
+//! `superseded` flag: it is set and cleared wherever a record is written or
+//! removed, so every write path agrees by construction (`storage::check`
+//! verifies it).
+//!
+//! [`SUPERSEDED`]: super::schema::SUPERSEDED
+
+use std::collections::HashMap;
+
+use redb::{ReadableTable, Table};
+
+use crate::error::{Error, Result};
+
+/// Docnos per bitmap row.
+pub const CHUNK_DOCS: u64 = 32_768;
+/// Bytes of a bitmap row.
+const CHUNK_BYTES: usize = (CHUNK_DOCS / 8) as usize;
+
+/// The row holding `docno`'s bit, the byte in it and the bit's mask.
+fn place(docno: u64) -> (u64, usize, u8) {
+    let within = docno % CHUNK_DOCS;
+    (docno / CHUNK_DOCS, (within / 8) as usize, 1 << (within % 8))
+}
+
+/// A stored row, checked.
+fn row(value: &[u8]) -> Result<Box<[u8]>> {
+    if value.len() != CHUNK_BYTES {
+        return Err(Error::Corrupted(format!(
+            "a superseded-bitmap row holds {} bytes, not {CHUNK_BYTES}",
+            value.len()
+        )));
+    }
+    Ok(value.into())
+}
+
+/// Every docno whose bit is set in `table`, ascending (for `storage::check`).
+///
+/// # Errors
+/// Storage errors; [`Error::Corrupted`] on a row of the wrong size.
+pub fn all(table: &impl ReadableTable<u64, &'static [u8]>) -> Result<Vec<u64>> {
+    let mut out = Vec::new();
+    for r in table.range::<u64>(..)? {
+        let (k, v) = r?;
+        let bits = row(v.value())?;
+        let base = k.value().saturating_mul(CHUNK_DOCS);
+        for (i, byte) in bits.iter().enumerate() {
+            for b in 0..8u64 {
+                if byte & (1 << b) != 0 {
+                    out.push(base + i as u64 * 8 + b);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The superseded memories one query leaves out, read from a snapshot's bitmap a
+/// row at a time as the search reaches it.
+pub struct Hidden<'r, T: ReadableTable<u64, &'static [u8]>> {
+    table: &'r T,
+    rows: HashMap<u64, Option<Box<[u8]>>>,
+}
+
+impl<'r, T: ReadableTable<u64, &'static [u8]>> Hidden<'r, T> {
+    /// Over `table` (a snapshot's [`super::schema::SUPERSEDED`]).
+    pub fn new(table: &'r T) -> Self {
+        Self { table, rows: HashMap::new() }
+    }
+
+    /// Whether the memory `docno` is superseded.
+    ///
+    /// # Errors
+    /// Storage errors; [`Error::Corrupted`] on a row of the wrong size.
+    pub fn contains(&mut self, docno: u64) -> Result<bool> {
+        let (chunk, byte, mask) = place(docno);
+        let bits = match self.rows.get(&chunk) {
+            Some(b) => b,
+            None => {
+                let loaded = self.table.get(chunk)?.map(|v| row(v.value())).transpose()?;
+                self.rows.entry(chunk).or_insert(loaded)
+            }
+        };
+        Ok(bits.as_ref().is_some_and(|b| b[byte] & mask != 0))
+    }
+}
+
+/// A write transaction's view of the bitmap: rows are read once, changed in
+/// memory and written back by [`Marks::write`].
+#[derive(Default)]
+pub struct Marks {
+    /// `chunk → (bits, changed)`.
+    rows: HashMap<u64, (Box<[u8]>, bool)>,
+}
+
+impl Marks {
+    /// Sets (`on`) or clears `docno`'s bit.
+    ///
+    /// # Errors
+    /// Storage errors; [`Error::Corrupted`] on a row of the wrong size.
+    pub fn set(
+        &mut self,
+        table: &impl ReadableTable<u64, &'static [u8]>,
+        docno: u64,
+        on: bool,
+    ) -> Result<()> {
+        let (chunk, byte, mask) = place(docno);
+        let (bits, changed) = match self.rows.entry(chunk) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let bits = match table.get(chunk)? {
+                    Some(g) => row(g.value())?,
+                    None => vec![0u8; CHUNK_BYTES].into_boxed_slice(),
+                };
+                v.insert((bits, false))
+            }
+        };
+        if (bits[byte] & mask != 0) != on {
+            bits[byte] ^= mask;
+            *changed = true;
+        }
+        Ok(())
+    }
+
+    /// Writes the changed rows (a row left with no bit set is removed) and
+    /// forgets them.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn write(&mut self, table: &mut Table<'_, u64, &'static [u8]>) -> Result<()> {
+        for (chunk, (bits, changed)) in self.rows.drain() {
+            if !changed {
+                continue;
+            }
+            if bits.iter().all(|b| *b == 0) {
+                table.remove(chunk)?;
+            } else {
+                table.insert(chunk, &*bits)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::schema::SUPERSEDED;
+
+    #[test]
+    fn marks_round_trip_through_the_table() {
+        let db = redb::Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .expect("db");
+        let set: Vec<u64> = vec![0, 7, 8, CHUNK_DOCS - 1, CHUNK_DOCS, 5 * CHUNK_DOCS + 3];
+        let txn = db.begin_write().expect("txn");
+        {
+            let mut t = txn.open_table(SUPERSEDED).expect("table");
+            let mut m = Marks::default();
+            for &d in &set {
+                m.set(&t, d, true).expect("set");
+            }
+            // Set twice, and one set then cleared: no trace of the latter.
+            m.set(&t, 7, true).expect("set");
+            m.set(&t, 9 * CHUNK_DOCS, true).expect("set");
+            m.set(&t, 9 * CHUNK_DOCS, false).expect("clear");
+            m.write(&mut t).expect("write");
+            assert_eq!(all(&t).expect("all"), set);
+            assert!(t.get(9).expect("get").is_none(), "an empty row is not kept");
+            // A later transaction's marks start from the stored rows.
+            let mut m = Marks::default();
+            m.set(&t, 8, false).expect("clear");
+            m.set(&t, 5 * CHUNK_DOCS + 3, false).expect("clear");
+            m.write(&mut t).expect("write");
+            assert_eq!(all(&t).expect("all"), vec![0, 7, CHUNK_DOCS - 1, CHUNK_DOCS]);
+            assert!(t.get(5).expect("get").is_none(), "the emptied row is removed");
+            let mut h = Hidden::new(&t);
+            for d in [0, 7, CHUNK_DOCS - 1, CHUNK_DOCS] {
+                assert!(h.contains(d).expect("contains"), "{d}");
+            }
+            for d in [1, 8, CHUNK_DOCS + 1, 5 * CHUNK_DOCS + 3, 100 * CHUNK_DOCS] {
+                assert!(!h.contains(d).expect("contains"), "{d}");
+            }
+        }
+        txn.commit().expect("commit");
+    }
+}
