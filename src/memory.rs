@@ -146,7 +146,7 @@ impl MemoryBuilder {
     }
 
     /// Bytes of decoded postings kept in memory for the most-searched terms,
-    /// shared by every recall (default: 64 MiB; 0 turns it off). Long postings
+    /// shared by every recall (default: 256 MiB; 0 turns it off). Long postings
     /// lists searched again are then walked in memory instead of decoded from
     /// their blocks; see `storage::block_cache`.
     #[must_use]

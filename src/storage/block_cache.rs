@@ -42,7 +42,7 @@ type Str = &'static str;
 type Bytes = &'static [u8];
 
 /// Default budget of decoded postings, in bytes.
-pub const DEFAULT_BUDGET: usize = 64 << 20;
+pub const DEFAULT_BUDGET: usize = 256 << 20;
 /// Terms with fewer postings than this are read from their blocks: their few
 /// B-tree steps cost little, and caching them would crowd out the long lists.
 pub const MIN_CACHED_DF: u64 = 4 * postings::BLOCK as u64;
