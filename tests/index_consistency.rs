@@ -303,8 +303,10 @@ fn docs_as_schema_5(txn: &redb::WriteTransaction) {
     }
 }
 
-/// Writes a store of `TEXTS` (and one superseded fact) as an older schema laid
-/// it out: schema 8 had no superseded bitmap, schema 7 had no owner terms in the postings but a `users` index, schema 6 no terms rows by
+/// Writes a store of `TEXTS` (with one superseded fact and one memory of another
+/// domain) as an older schema laid
+/// it out: schema 9 had no domain terms in the postings, schema 8 no
+/// superseded bitmap either, schema 7 had no owner terms in the postings but a `users` index, schema 6 no terms rows by
 /// owner either, schema 5 no last access time in the compact records, schema 4 had no fact cards either, schema 3
 /// no postings tail either (everything in blocks). `prepare` runs on the store
 /// first, as the current schema.
@@ -318,12 +320,26 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
         let mut old_fact = MemoryEntry::new(MemoryType::Semantic, "User lives in Lisbon");
         old_fact.superseded_by = Some("newer".into());
         mem.add(old_fact).expect("add");
+        let mut trip = MemoryEntry::new(MemoryType::Episodic, "The user lives in Porto in summer");
+        trip.domain = "travel".into();
+        mem.add(trip).expect("add");
         prepare(&mem);
         mem.reindex(|_| {}).expect("reindex"); // everything in blocks
     }
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
     {
+        // Schema 10 added the domain terms' postings (all in blocks here).
+        let mut blocks: redb::Table<(&str, u64), &[u8]> =
+            txn.open_table(redb::TableDefinition::new("posting_blocks")).expect("blocks");
+        let domain = soulmem::storage::keys::DOMAIN_TERM_PREFIX;
+        let removed = blocks
+            .extract_from_if((domain, 0u64)..(domain.replace(':', ";").as_str(), 0u64), |_, _| true)
+            .expect("domain rows")
+            .count();
+        assert!(removed > 0, "no domain term postings");
+    }
+    if version < 9 {
         // Schema 9 added the superseded bitmap.
         let bitmap: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("superseded");
         assert!(txn.delete_table(bitmap).expect("drop bitmap"));
@@ -379,15 +395,15 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     txn.commit().expect("commit");
 }
 
-/// Schema-3 to 8 stores open as schema 9: an empty postings tail that the next
+/// Schema-3 to 9 stores open as schema 10: an empty postings tail that the next
 /// small write starts, a card for every active fact, which dedup reads, compact
 /// records that hold the access metadata, each memory's terms row, which a
-/// `user_id`-filtered recall scores, its owner term's posting (which `check`
-/// verifies with every other posting), and the superseded bitmap (which `check`
-/// verifies against the records, and recall skips on).
+/// `user_id`-filtered recall scores, its owner and domain terms' postings
+/// (which `check` verifies with every other posting), and the superseded bitmap
+/// (which `check` verifies against the records, and recall skips on).
 #[test]
 fn older_schemas_are_upgraded_on_open() {
-    for version in [3u32, 4, 5, 6, 7, 8] {
+    for version in [3u32, 4, 5, 6, 7, 8, 9] {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(format!("v{version}.redb"));
         old_store(&path, version, |_| {});
@@ -401,6 +417,11 @@ fn older_schemas_are_upgraded_on_open() {
                 mem.recall(&soulmem::RecallQuery::new("where does the user live")).expect("recall");
             assert!(hits.memories.iter().any(|m| m.content.contains("Paris")), "{hits:?}");
             assert!(!hits.memories.iter().any(|m| m.content.contains("Lisbon")), "{hits:?}");
+            let mut q = soulmem::RecallQuery::new("where does the user live");
+            q.domain = Some("travel".into());
+            let hits = mem.recall(&q).expect("recall");
+            let found: Vec<&str> = hits.memories.iter().map(|m| m.content.as_str()).collect();
+            assert_eq!(found, ["The user lives in Porto in summer"], "schema {version}");
             let mut q = soulmem::RecallQuery::new("where does the user live");
             q.user_id = Some("ana".into());
             let hits = mem.recall(&q).expect("recall");
@@ -420,7 +441,7 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
-        assert_eq!(schema_of(&path), 9);
+        assert_eq!(schema_of(&path), 10);
         let db = redb::Database::create(&path).expect("db");
         let txn = db.begin_read().expect("txn");
         let names: Vec<String> = txn
@@ -503,7 +524,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
     let mem = Memory::open(&path).expect("upgraded despite the damage");
     assert!(!mem.check(|_| {}).expect("check").is_ok(), "the damage is reported");
     drop(mem);
-    assert_eq!(schema_of(&path), 9);
+    assert_eq!(schema_of(&path), 10);
     let db = redb::Database::create(&path).expect("db");
     let txn = db.begin_read().expect("txn");
     let names: Vec<String> = txn

@@ -121,3 +121,45 @@ fn skipped_superseded_memories_change_nothing_but_the_work() {
     let (all, _) = contents(&q);
     assert!(all.iter().filter(|c| c.contains("Dune")).count() >= 10, "{all:?}");
 }
+
+/// A `domain`-filtered recall leaves the other domains' memories out on the
+/// domain's member set, before reading their records; an explained recall
+/// reads them instead. Both find the same memories: every match of the domain,
+/// whether its postings are in the blocks or in the tail, and no other.
+#[test]
+fn skipped_other_domains_change_nothing_but_the_work() {
+    use soulmem::{MemoryEntry, MemoryType};
+    let clock = Arc::new(FixedClock::new(parse_timestamp("2024-03-01T10:00:00").expect("ts")));
+    let mem = Memory::builder().clock(clock).open_in_memory().expect("open");
+    let entry = |text: String, domain: &str| {
+        let mut e = MemoryEntry::new(MemoryType::Episodic, text);
+        e.domain = domain.to_owned();
+        e
+    };
+    // Short memories of other domains, which outscore the domain's own.
+    let mut entries: Vec<MemoryEntry> =
+        (0..300).map(|i| entry(format!("garden roses {i}"), "home")).collect();
+    entries.extend((0..9).map(|i| {
+        entry(format!("we planted roses in the office garden by the window, day {i}"), "work")
+    }));
+    mem.add_batch(entries).expect("add");
+    // Three more of the domain, one at a time: their postings stay in the tail.
+    for i in 0..3 {
+        mem.add(entry(format!("the office garden roses need water, note {i}"), "work"))
+            .expect("add");
+    }
+    let contents = |q: &RecallQuery| -> Vec<String> {
+        let r = mem.recall(q).expect("recall");
+        let mut c: Vec<String> = r.memories.iter().map(|m| m.content.clone()).collect();
+        c.sort();
+        c
+    };
+    let mut q = RecallQuery::new("garden roses");
+    q.limit = 20;
+    q.domain = Some("work".into());
+    let plain = contents(&q);
+    assert_eq!(plain.len(), 12, "{plain:?}");
+    assert_eq!(plain.iter().filter(|c| c.contains("note")).count(), 3, "{plain:?}");
+    q.explain = true;
+    assert_eq!(contents(&q), plain);
+}

@@ -130,9 +130,181 @@ pub fn holds_most(r: &Reader, user: &str) -> Result<bool> {
     Ok(found * 4 >= SAMPLES && theirs * 2 >= found)
 }
 
+/// A `domain` filter leaves its memories to the records' check, without a
+/// member set, when the domain holds at least this share of the store: nearly
+/// every memory passes.
+pub const DOMAIN_SET_SHARE: f64 = 0.9;
+
+/// The memories of one domain in a snapshot, from its domain term's postings
+/// ([`crate::storage::keys::domain_term`]): those in the blocks as a set the
+/// store keeps per generation ([`crate::storage::block_cache::BlockCache::members`]),
+/// and those in the postings tail. A `domain`-filtered recall leaves the others
+/// out on this set, before reading their records.
+pub struct DomainMembers {
+    set: Option<std::sync::Arc<crate::storage::block_cache::DocSet>>,
+    tail: Vec<u64>,
+}
+
+impl DomainMembers {
+    /// The members of `domain` in `r`; `None` when they are at least
+    /// [`DOMAIN_SET_SHARE`] of its memories.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::Error::Corrupted`] on a malformed block.
+    pub fn load(r: &Reader, domain: &str) -> Result<Option<Self>> {
+        let term = crate::storage::keys::domain_term(domain);
+        let info = crate::storage::postings::term_info(&r.postings, &term)?;
+        let tail: Vec<u64> = r
+            .tail
+            .term(&term)
+            .map(|t| t.postings.iter().map(|p| p.docno).collect())
+            .unwrap_or_default();
+        let df = info.as_ref().map_or(0, |i| i.df) + tail.len() as u64;
+        if df as f64 >= DOMAIN_SET_SHARE * r.stats().docs as f64 {
+            return Ok(None);
+        }
+        let set = match info {
+            Some(i) if i.df > 0 => Some(r.blocks.members(&r.postings, &term, i.generation)?),
+            _ => None,
+        };
+        Ok(Some(Self { set, tail }))
+    }
+
+    /// Whether the memory `docno` is in the domain.
+    #[must_use]
+    pub fn contains(&self, docno: u64) -> bool {
+        self.set.as_ref().is_some_and(|s| s.contains(docno))
+            || self.tail.binary_search(&docno).is_ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::Memory;
+    use crate::model::MemoryEntry;
+    use proptest::prelude::*;
+
+    const DOMAINS: [&str; 4] = ["default", "work", "home", "travel"];
+
+    /// Checks every domain's members in the store's current snapshot against
+    /// `domain_of` (docno → domain index).
+    fn check_members(
+        mem: &Memory,
+        domain_of: &std::collections::BTreeMap<u64, u8>,
+    ) -> std::result::Result<(), TestCaseError> {
+        let r = mem.read().expect("read");
+        let end = r.stats().next_docno + 3;
+        for (i, d) in DOMAINS.iter().enumerate() {
+            let held = domain_of.values().filter(|x| usize::from(**x) == i).count();
+            match DomainMembers::load(&r, d).expect("load") {
+                None => prop_assert!(
+                    held as f64 >= DOMAIN_SET_SHARE * domain_of.len() as f64,
+                    "{} left to the records with {} of {}",
+                    d,
+                    held,
+                    domain_of.len()
+                ),
+                Some(m) => {
+                    for docno in 0..end {
+                        let want = domain_of.get(&docno).is_some_and(|x| usize::from(*x) == i);
+                        prop_assert_eq!(m.contains(docno), want, "{} docno {}", d, docno);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// A domain's members (its term's blocks as a kept set, and its tail
+        /// postings) are exactly its memories, through new memories one at a time
+        /// (the tail) and in batches, memories moved to another domain or removed,
+        /// and after later writes (new memories in the tail, then a move that
+        /// merges it: a new generation of the blocks, whose set is built afresh).
+        #[test]
+        fn domain_members_match_brute_force(
+            domains in prop::collection::vec(0u8..4, 1..300),
+            moved in prop::collection::vec((0usize..300, 0u8..4), 0..20),
+            removed in prop::collection::vec(0usize..300, 0..20),
+            more in prop::collection::vec(0u8..4, 0..40),
+        ) {
+            let mem = Memory::open_in_memory().expect("store");
+            let entry = |x: u8| {
+                let mut e = MemoryEntry::new(MemoryType::Episodic, "some memory text");
+                e.domain = DOMAINS[usize::from(x)].to_owned();
+                e
+            };
+            let mut domain_of = std::collections::BTreeMap::new();
+            let mut ids = Vec::new();
+            let add = |mem: &Memory, i: usize, x: u8| -> String {
+                if i % 2 == 0 {
+                    mem.add(entry(x)).expect("add")
+                } else {
+                    mem.add_batch(vec![entry(x)]).expect("add").remove(0)
+                }
+            };
+            let docno = |mem: &Memory, id: &str| {
+                mem.read().expect("read").docno_of(id).expect("docno").expect("held")
+            };
+            for (i, &x) in domains.iter().enumerate() {
+                let id = add(&mem, i, x);
+                domain_of.insert(docno(&mem, &id), x);
+                ids.push(id);
+            }
+            for (i, x) in moved {
+                let Some(id) = ids.get(i) else { continue };
+                let Some(mut e) = mem.get(id).expect("get") else { continue };
+                e.domain = DOMAINS[usize::from(x)].to_owned();
+                mem.update(e).expect("update");
+                domain_of.insert(docno(&mem, id), x);
+            }
+            for i in removed {
+                let Some(id) = ids.get(i) else { continue };
+                if let Some(d) = mem.read().expect("read").docno_of(id).expect("docno") {
+                    mem.remove(id).expect("remove");
+                    domain_of.remove(&d);
+                }
+            }
+            check_members(&mem, &domain_of)?;
+            for (i, &x) in more.iter().enumerate() {
+                let id = add(&mem, i + 1, x);
+                domain_of.insert(docno(&mem, &id), x);
+                ids.push(id);
+            }
+            check_members(&mem, &domain_of)?;
+            // A move merges the tail into the blocks: new generations.
+            if let Some(mut e) = ids.iter().rev().find_map(|id| mem.get(id).expect("get")) {
+                let x = (DOMAINS.iter().position(|d| *d == e.domain).unwrap_or(0) + 1) % 4;
+                e.domain = DOMAINS[x].to_owned();
+                let id = e.id.clone();
+                mem.update(e).expect("update");
+                domain_of.insert(docno(&mem, &id), x as u8);
+            }
+            check_members(&mem, &domain_of)?;
+        }
+    }
+
+    #[test]
+    fn doc_sets_hold_their_members_either_way() {
+        let sparse = [3u64, 700, 5_000];
+        let dense: Vec<u64> = (0..400).filter(|d| d % 3 != 1).collect();
+        for docnos in [&sparse[..], &dense[..], &[]] {
+            let set = crate::storage::block_cache::DocSet::of(docnos);
+            for d in 0..6_000 {
+                assert_eq!(set.contains(d), docnos.contains(&d), "{d}");
+            }
+        }
+        assert!(matches!(
+            crate::storage::block_cache::DocSet::of(&sparse),
+            crate::storage::block_cache::DocSet::Sorted(_)
+        ));
+        assert!(matches!(
+            crate::storage::block_cache::DocSet::of(&dense),
+            crate::storage::block_cache::DocSet::Bits(_)
+        ));
+    }
 
     #[test]
     fn scope_globs_match_both_ways() {

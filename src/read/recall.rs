@@ -78,6 +78,25 @@ impl Memory {
     }
 }
 
+/// What a recall's text search leaves out before reading records: superseded
+/// memories (unless asked for) and those outside the `domain` filter.
+struct Skipped<'r> {
+    hidden: Option<Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
+    domain: Option<filters::DomainMembers>,
+}
+
+impl candidates::Skip for Skipped<'_> {
+    fn skips(&mut self, docno: u64) -> Result<bool> {
+        if self.domain.as_ref().is_some_and(|m| !m.contains(docno)) {
+            return Ok(true);
+        }
+        match &mut self.hidden {
+            Some(h) => h.contains(docno),
+            None => Ok(false),
+        }
+    }
+}
+
 /// Query terms for the default profile: tokens minus stop-words, stemmed, plus
 /// their synonyms at a lower weight.
 #[must_use]
@@ -334,19 +353,24 @@ impl Memory {
             }
             _ => None,
         };
-        // Superseded memories, which the filter would turn away, are skipped on
-        // their bit without reading their records; an explained recall reads them,
-        // so that its trace says why each was dropped.
-        let mut hidden = if q.include_superseded || q.explain {
-            None
-        } else {
-            Some(Hidden::new(r.superseded()?))
+        // Superseded memories and those of other domains, which the filter would
+        // turn away, are skipped without reading their records; an explained
+        // recall reads them, so that its trace says why each was dropped.
+        let mut skipped = Skipped {
+            hidden: (!q.include_superseded && !q.explain)
+                .then(|| r.superseded().map(Hidden::new))
+                .transpose()?,
+            domain: match q.domain.as_deref() {
+                Some(d) if !q.explain => filters::DomainMembers::load(&r, d)?,
+                _ => None,
+            },
         };
         let mut text_top_k = |stats: &[candidates::TermStat],
                               k: usize,
                               accept: &mut dyn FnMut(u64, &DocInfo) -> bool|
          -> Result<(Vec<Candidate>, u64)> {
-            let skip = hidden.as_mut().map(|h| h as &mut dyn candidates::Skip);
+            let skip = (skipped.hidden.is_some() || skipped.domain.is_some())
+                .then_some(&mut skipped as &mut dyn candidates::Skip);
             match listed {
                 Some(l) => candidates::top_k_listed(&r, stats, k, l, skip, accept),
                 None => candidates::top_k(

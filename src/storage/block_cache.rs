@@ -101,10 +101,56 @@ struct Inner {
     clock: u64,
 }
 
+/// The memories whose postings blocks hold one term, as a set: a bitmap over
+/// docnos, or a sorted list when they are fewer than one in 64 of the range.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DocSet {
+    /// Bit `d % 64` of word `d / 64` is set for each member `d`.
+    Bits(Vec<u64>),
+    /// The members, ascending.
+    Sorted(Vec<u64>),
+}
+
+impl DocSet {
+    /// The set of `docnos` (ascending).
+    #[must_use]
+    pub fn of(docnos: &[u64]) -> Self {
+        let span = docnos.last().map_or(0, |d| d + 1);
+        if (docnos.len() as u64).saturating_mul(64) < span {
+            return Self::Sorted(docnos.to_vec());
+        }
+        let mut bits = vec![0u64; usize::try_from(span.div_ceil(64)).unwrap_or(0)];
+        for &d in docnos {
+            bits[(d / 64) as usize] |= 1 << (d % 64);
+        }
+        Self::Bits(bits)
+    }
+
+    /// Whether `docno` is a member.
+    #[must_use]
+    pub fn contains(&self, docno: u64) -> bool {
+        match self {
+            Self::Bits(bits) => usize::try_from(docno / 64)
+                .ok()
+                .and_then(|w| bits.get(w))
+                .is_some_and(|w| w & (1 << (docno % 64)) != 0),
+            Self::Sorted(list) => list.binary_search(&docno).is_ok(),
+        }
+    }
+}
+
+/// A kept member set: its term's generation, the set, and when it was last asked.
+type KeptSet = (u64, Arc<DocSet>, u64);
+
+/// Member sets kept at most (the most recently asked).
+const MAX_SETS: usize = 32;
+
 /// The cache (see the module docs). Cheap to share: readers hold an `Arc`.
 #[derive(Debug)]
 pub struct BlockCache {
     inner: Mutex<Inner>,
+    /// `term → (generation, members, last asked)`: see [`BlockCache::members`].
+    sets: Mutex<HashMap<String, KeptSet>>,
     budget: usize,
     min_df: u64,
     /// Buys every term at its first search (tests).
@@ -121,7 +167,13 @@ impl BlockCache {
     /// A cache holding at most `budget` bytes of decoded postings (0: none).
     #[must_use]
     pub fn new(budget: usize) -> Self {
-        Self { inner: Mutex::new(Inner::default()), budget, min_df: MIN_CACHED_DF, eager: false }
+        Self {
+            inner: Mutex::new(Inner::default()),
+            sets: Mutex::new(HashMap::new()),
+            budget,
+            min_df: MIN_CACHED_DF,
+            eager: false,
+        }
     }
 
     /// A cache that takes every term on its first search (for tests).
@@ -219,12 +271,66 @@ impl BlockCache {
         Ok(Some(decoded))
     }
 
+    /// The memories whose blocks hold `term` at `generation` (its tail postings
+    /// left out), as a set: built from its decoded copy when one is held, or
+    /// from `blocks`, at the first ask of each generation, and kept for the
+    /// next (the [`MAX_SETS`] terms asked last). A `domain` filter asks for its
+    /// domain term's: a term with a long list whose blocks change only when the
+    /// postings tail is merged.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::Error::Corrupted`] on a malformed block.
+    pub fn members(
+        &self,
+        blocks: &impl ReadableTable<(Str, u64), Bytes>,
+        term: &str,
+        generation: u64,
+    ) -> Result<Arc<DocSet>> {
+        {
+            let mut sets = self.sets.lock();
+            let now = sets.values().map(|s| s.2).max().unwrap_or(0) + 1;
+            if let Some(s) = sets.get_mut(term)
+                && s.0 == generation
+            {
+                s.2 = now;
+                return Ok(Arc::clone(&s.1));
+            }
+        }
+        let held = {
+            let inner = self.inner.lock();
+            inner
+                .terms
+                .get(term)
+                .filter(|e| e.generation == generation)
+                .and_then(|e| e.term.clone())
+        };
+        let docnos: Vec<u64> = match held {
+            Some(t) => t.postings.iter().map(|p| p.docno).collect(),
+            None => {
+                let mut postings = Vec::new();
+                postings::decode_term(blocks, term, &mut postings, |_| {})?;
+                postings.iter().map(|p| p.docno).collect()
+            }
+        };
+        let set = Arc::new(DocSet::of(&docnos));
+        let mut sets = self.sets.lock();
+        let now = sets.values().map(|s| s.2).max().unwrap_or(0) + 1;
+        sets.insert(term.to_owned(), (generation, Arc::clone(&set), now));
+        if sets.len() > MAX_SETS
+            && let Some(oldest) = sets.iter().min_by_key(|(_, s)| s.2).map(|(k, _)| k.clone())
+        {
+            sets.remove(&oldest);
+        }
+        Ok(set)
+    }
+
     /// Drops everything (the postings were rebuilt).
     pub fn clear(&self) {
         let mut inner = self.inner.lock();
         inner.terms.clear();
         inner.rent.clear();
         inner.bytes = 0;
+        self.sets.lock().clear();
     }
 
     /// Bytes of decoded postings held.

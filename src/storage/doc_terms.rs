@@ -2,7 +2,8 @@
 //!
 //! The inverted index answers "which memories hold this term"; this row answers
 //! "which terms does this memory hold", with the same weighted frequencies and
-//! length its postings carry (its owner term left out: no query holds it). A `user_id`-filtered recall of an owner with few
+//! length its postings carry (its owner and domain terms left out: no query
+//! holds them). A `user_id`-filtered recall of an owner with few
 //! memories scores them from their rows (`read::candidates::top_k_listed`), a
 //! read of the owner's neighbouring rows instead of a walk through every query
 //! term's postings, whose blocks hold the owner's memories one here and one
@@ -17,7 +18,7 @@
 //! `n` (varint), `n` hashes (u64 little-endian, ascending, distinct), then the `n`
 //! weighted frequencies in the same order (varints).
 
-use super::keys::{IndexKeys, is_owner_term};
+use super::keys::{IndexKeys, is_tag_term};
 use super::postings::{get, get32, put};
 use crate::error::{Error, Result};
 use crate::text::fnv1a;
@@ -28,7 +29,7 @@ pub fn encode(keys: &IndexKeys) -> Vec<u8> {
     let mut terms: Vec<(u64, u32)> = keys
         .tokens
         .iter()
-        .filter(|(t, _)| !is_owner_term(t))
+        .filter(|(t, _)| !is_tag_term(t))
         .map(|(t, tf)| (fnv1a(t), *tf))
         .collect();
     terms.sort_unstable();

@@ -15,9 +15,9 @@ pub const FACT_LAYER: &str = "semantic";
 pub struct IndexKeys {
     /// Index term → weighted frequency in half units: 2 per occurrence in the
     /// content, 1 per occurrence in the conversation context ([`CONTENT_UNITS`]);
-    /// and the memory's [`owner_term`].
+    /// and the memory's [`owner_term`] and [`domain_term`].
     pub tokens: BTreeMap<String, u32>,
-    /// Document length in the same half units (the owner term not counted).
+    /// Document length in the same half units (the tag terms not counted).
     pub doc_len: u32,
     /// Dedup tokens (active facts only).
     pub fact_tokens: BTreeSet<String>,
@@ -85,6 +85,29 @@ pub fn is_owner_term(term: &str) -> bool {
 /// The weighted frequency of an [`owner_term`] in [`IndexKeys::tokens`].
 pub const OWNER_TERM_UNITS: u32 = 1;
 
+/// The index term every memory of `domain` holds (schema 10): its postings list
+/// the domain's memories, so a `domain` filter walks them beside the query
+/// terms' postings, as a `user_id` filter walks the [`owner_term`]'s. Like it,
+/// it starts with a NUL, adds nothing to the memory's length and is left out of
+/// its terms row.
+#[must_use]
+pub fn domain_term(domain: &str) -> String {
+    format!("{DOMAIN_TERM_PREFIX}{domain}")
+}
+
+/// What every [`domain_term`] starts with.
+pub const DOMAIN_TERM_PREFIX: &str = "\u{0}domain:";
+
+/// The weighted frequency of a [`domain_term`] in [`IndexKeys::tokens`].
+pub const DOMAIN_TERM_UNITS: u32 = 1;
+
+/// Whether `term` tags memories rather than being one of their words (an
+/// [`owner_term`] or a [`domain_term`]: no word starts with a NUL).
+#[must_use]
+pub fn is_tag_term(term: &str) -> bool {
+    term.starts_with('\u{0}')
+}
+
 /// Units of one content occurrence in [`IndexKeys::tokens`].
 pub const CONTENT_UNITS: u32 = 2;
 /// Units of one context occurrence (half the weight of the content).
@@ -125,5 +148,6 @@ pub fn index_keys_with(
     }
     keys.entities = entry.entities.iter().map(|e| e.to_lowercase()).collect();
     keys.tokens.insert(owner_term(entry.user_id.as_deref().unwrap_or("")), OWNER_TERM_UNITS);
+    keys.tokens.insert(domain_term(&entry.domain), DOMAIN_TERM_UNITS);
     keys
 }

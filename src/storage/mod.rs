@@ -445,6 +445,10 @@ impl Store {
                         // Schema 9 adds the superseded-memories bitmap.
                         rebuild::upgrade_to_9(&db)?;
                     }
+                    if found < 10 {
+                        // Schema 10 adds each memory's domain term to the postings.
+                        rebuild::upgrade_to_10(&db, profile)?;
+                    }
                 }
                 profile
             }

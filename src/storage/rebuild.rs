@@ -490,6 +490,40 @@ pub(crate) fn upgrade_to_9(db: &redb::Database) -> Result<()> {
     Ok(())
 }
 
+/// Upgrades a schema-9 store to schema 10: every memory's domain term
+/// ([`super::keys::domain_term`]) gets its posting, with the memory's length
+/// from its `docs` record. One transaction: the records read first, grouped by
+/// domain (so each domain's postings are added in docno order), then written
+/// through the writer's buffered postings.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
+pub(crate) fn upgrade_to_10(db: &redb::Database, profile: crate::Profile) -> Result<()> {
+    let txn = db.begin_write()?;
+    let mut domains: std::collections::BTreeMap<String, Vec<(u64, u32)>> = Default::default();
+    {
+        let docs = txn.open_table(DOCS)?;
+        for row in docs.range::<u64>(..)? {
+            let (k, v) = row?;
+            let info: super::DocInfo = decode(v.value(), "docinfo")?;
+            domains.entry(info.domain).or_default().push((k.value(), info.doc_len));
+        }
+    }
+    {
+        let mut w = Writer::open(&txn, profile)?;
+        for (domain, docs) in domains {
+            let term = super::keys::domain_term(&domain);
+            for (docno, len) in docs {
+                w.add_posting(&term, docno, super::keys::DOMAIN_TERM_UNITS, len)?;
+            }
+        }
+        w.flush()?;
+    }
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, 10u32.to_le_bytes().as_slice())?;
+    txn.commit()?;
+    Ok(())
+}
+
 /// Writes each entry's access metadata, which its compact record holds since
 /// schema 6, into the entry row, so that rebuilding the records from the entries
 /// keeps it. A record that is missing or cannot be decoded leaves its entry as it
