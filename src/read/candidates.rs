@@ -636,22 +636,15 @@ pub fn top_k_listed(
 }
 
 /// Memories a search leaves out on a cheap test, before reading their records:
-/// the superseded ones, when the query excludes them
-/// ([`crate::storage::superseded`]).
+/// recall's are the superseded ones, when the query excludes them
+/// ([`crate::storage::superseded`]), and those outside its `domain` filter
+/// ([`crate::read::filters::DomainMembers`]).
 pub trait Skip {
     /// Whether `docno` is left out.
     ///
     /// # Errors
     /// Storage errors.
     fn skips(&mut self, docno: u64) -> Result<bool>;
-}
-
-impl<T: redb::ReadableTable<u64, &'static [u8]>> Skip
-    for crate::storage::superseded::Hidden<'_, T>
-{
-    fn skips(&mut self, docno: u64) -> Result<bool> {
-        self.contains(docno)
-    }
 }
 
 /// What [`top_k`] and [`top_k_listed`] share: the two passes around `search`

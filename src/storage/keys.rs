@@ -86,9 +86,9 @@ pub fn is_owner_term(term: &str) -> bool {
 pub const OWNER_TERM_UNITS: u32 = 1;
 
 /// The index term every memory of `domain` holds (schema 10): its postings list
-/// the domain's memories, so a `domain` filter walks them beside the query
-/// terms' postings, as a `user_id` filter walks the [`owner_term`]'s. Like it,
-/// it starts with a NUL, adds nothing to the memory's length and is left out of
+/// the domain's memories, from which a `domain` filter takes the set of memories
+/// it keeps (`read::filters::DomainMembers`). Like the [`owner_term`], it
+/// starts with a NUL, adds nothing to the memory's length and is left out of
 /// its terms row.
 #[must_use]
 pub fn domain_term(domain: &str) -> String {
