@@ -303,6 +303,19 @@ fn docs_as_schema_5(txn: &redb::WriteTransaction) {
     }
 }
 
+/// Removes every postings row of the terms starting with `prefix` (tag terms,
+/// which end with their prefix's `:`); there must be some.
+fn strip_postings(txn: &redb::WriteTransaction, prefix: &str) {
+    let mut blocks: redb::Table<(&str, u64), &[u8]> =
+        txn.open_table(redb::TableDefinition::new("posting_blocks")).expect("blocks");
+    let end = prefix.replace(':', ";");
+    let removed = blocks
+        .extract_from_if((prefix, 0u64)..(end.as_str(), 0u64), |_, _| true)
+        .expect("tag rows")
+        .count();
+    assert!(removed > 0, "no postings of {prefix:?}");
+}
+
 /// Writes a store of `TEXTS` (with one superseded fact and one memory of another
 /// domain) as an older schema laid
 /// it out: schema 9 had no domain terms in the postings, schema 8 no
@@ -328,17 +341,8 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     }
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
-    {
-        // Schema 10 added the domain terms' postings (all in blocks here).
-        let mut blocks: redb::Table<(&str, u64), &[u8]> =
-            txn.open_table(redb::TableDefinition::new("posting_blocks")).expect("blocks");
-        let domain = soulmem::storage::keys::DOMAIN_TERM_PREFIX;
-        let removed = blocks
-            .extract_from_if((domain, 0u64)..(domain.replace(':', ";").as_str(), 0u64), |_, _| true)
-            .expect("domain rows")
-            .count();
-        assert!(removed > 0, "no domain term postings");
-    }
+    // Schema 10 added the domain terms' postings (all in blocks here).
+    strip_postings(&txn, soulmem::storage::keys::DOMAIN_TERM_PREFIX);
     if version < 9 {
         // Schema 9 added the superseded bitmap.
         let bitmap: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("superseded");
@@ -346,14 +350,7 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     }
     if version < 8 {
         // Schema 8 added the owner terms' postings (all in blocks here).
-        let mut blocks: redb::Table<(&str, u64), &[u8]> =
-            txn.open_table(redb::TableDefinition::new("posting_blocks")).expect("blocks");
-        let owner = soulmem::storage::keys::OWNER_TERM_PREFIX;
-        let removed = blocks
-            .extract_from_if((owner, 0u64)..(owner.replace(':', ";").as_str(), 0u64), |_, _| true)
-            .expect("owner rows")
-            .count();
-        assert!(removed > 0, "no owner term postings");
+        strip_postings(&txn, soulmem::storage::keys::OWNER_TERM_PREFIX);
     }
     if version < 8 {
         // Up to schema 7, the users index: the terms rows' keys.

@@ -76,12 +76,6 @@ pub fn owner_term(owner: &str) -> String {
 /// What every [`owner_term`] starts with.
 pub const OWNER_TERM_PREFIX: &str = "\u{0}owner:";
 
-/// Whether `term` is an [`owner_term`].
-#[must_use]
-pub fn is_owner_term(term: &str) -> bool {
-    term.starts_with(OWNER_TERM_PREFIX)
-}
-
 /// The weighted frequency of an [`owner_term`] in [`IndexKeys::tokens`].
 pub const OWNER_TERM_UNITS: u32 = 1;
 

@@ -447,21 +447,31 @@ pub(crate) fn upgrade_to_8(db: &redb::Database, profile: crate::Profile) -> Resu
             }
         }
     }
-    {
-        let mut w = Writer::open(&txn, profile)?;
-        for (owner, docs) in owners {
-            let term = super::keys::owner_term(&owner);
-            for (docno, len) in docs {
-                w.add_posting(&term, docno, super::keys::OWNER_TERM_UNITS, len)?;
-            }
-        }
-        w.flush()?;
-    }
+    let owners = owners.into_iter().map(|(o, docs)| (super::keys::owner_term(&o), docs));
+    add_tag_postings(&txn, profile, owners, super::keys::OWNER_TERM_UNITS)?;
     // What the users index held, the terms rows and the owner terms now do.
     txn.delete_table(USERS)?;
     txn.open_table(META)?.insert(meta_keys::SCHEMA, 8u32.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
+}
+
+/// Adds the postings of tag terms (owner or domain terms) at weight `units`:
+/// each term with its memories' `(docno, length)`, ascending, through the
+/// writer's buffered postings.
+fn add_tag_postings(
+    txn: &WriteTransaction,
+    profile: crate::Profile,
+    groups: impl IntoIterator<Item = (String, Vec<(u64, u32)>)>,
+    units: u32,
+) -> Result<()> {
+    let mut w = Writer::open(txn, profile)?;
+    for (term, docs) in groups {
+        for (docno, len) in docs {
+            w.add_posting(&term, docno, units, len)?;
+        }
+    }
+    w.flush()
 }
 
 /// Upgrades a schema-8 store to schema 9: the superseded-memories bitmap
@@ -509,16 +519,8 @@ pub(crate) fn upgrade_to_10(db: &redb::Database, profile: crate::Profile) -> Res
             domains.entry(info.domain).or_default().push((k.value(), info.doc_len));
         }
     }
-    {
-        let mut w = Writer::open(&txn, profile)?;
-        for (domain, docs) in domains {
-            let term = super::keys::domain_term(&domain);
-            for (docno, len) in docs {
-                w.add_posting(&term, docno, super::keys::DOMAIN_TERM_UNITS, len)?;
-            }
-        }
-        w.flush()?;
-    }
+    let domains = domains.into_iter().map(|(d, docs)| (super::keys::domain_term(&d), docs));
+    add_tag_postings(&txn, profile, domains, super::keys::DOMAIN_TERM_UNITS)?;
     txn.open_table(META)?.insert(meta_keys::SCHEMA, 10u32.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
