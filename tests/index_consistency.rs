@@ -303,6 +303,13 @@ fn docs_as_schema_5(txn: &redb::WriteTransaction) {
     }
 }
 
+/// The names of the tables in the store at `path`.
+fn table_names(path: &std::path::Path) -> Vec<String> {
+    let db = redb::Database::create(path).expect("db");
+    let txn = db.begin_read().expect("txn");
+    txn.list_tables().expect("tables").map(|h| redb::TableHandle::name(&h).to_owned()).collect()
+}
+
 /// Removes every postings row of the terms starting with `prefix` (tag terms,
 /// which end with their prefix's `:`); there must be some.
 fn strip_postings(txn: &redb::WriteTransaction, prefix: &str) {
@@ -439,13 +446,7 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
         assert_eq!(schema_of(&path), 10);
-        let db = redb::Database::create(&path).expect("db");
-        let txn = db.begin_read().expect("txn");
-        let names: Vec<String> = txn
-            .list_tables()
-            .expect("tables")
-            .map(|h| redb::TableHandle::name(&h).to_owned())
-            .collect();
+        let names = table_names(&path);
         assert!(!names.iter().any(|n| n == "users"), "schema {version}: {names:?}");
     }
 }
@@ -522,13 +523,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
     assert!(!mem.check(|_| {}).expect("check").is_ok(), "the damage is reported");
     drop(mem);
     assert_eq!(schema_of(&path), 10);
-    let db = redb::Database::create(&path).expect("db");
-    let txn = db.begin_read().expect("txn");
-    let names: Vec<String> = txn
-        .list_tables()
-        .expect("tables")
-        .map(|h| redb::TableHandle::name(&h).to_owned())
-        .collect();
+    let names = table_names(&path);
     assert!(!names.iter().any(|n| n.contains("ghost")), "{names:?}");
 }
 
