@@ -99,6 +99,8 @@ struct Inner {
     rent: HashMap<String, (u64, u64)>,
     bytes: usize,
     clock: u64,
+    /// `term → (generation, members, last asked)`: see [`BlockCache::members`].
+    sets: HashMap<String, KeptSet>,
 }
 
 /// The memories whose postings blocks hold one term, as a set: a bitmap over
@@ -149,8 +151,6 @@ const MAX_SETS: usize = 32;
 #[derive(Debug)]
 pub struct BlockCache {
     inner: Mutex<Inner>,
-    /// `term → (generation, members, last asked)`: see [`BlockCache::members`].
-    sets: Mutex<HashMap<String, KeptSet>>,
     budget: usize,
     min_df: u64,
     /// Buys every term at its first search (tests).
@@ -167,13 +167,7 @@ impl BlockCache {
     /// A cache holding at most `budget` bytes of decoded postings (0: none).
     #[must_use]
     pub fn new(budget: usize) -> Self {
-        Self {
-            inner: Mutex::new(Inner::default()),
-            sets: Mutex::new(HashMap::new()),
-            budget,
-            min_df: MIN_CACHED_DF,
-            eager: false,
-        }
+        Self { inner: Mutex::new(Inner::default()), budget, min_df: MIN_CACHED_DF, eager: false }
     }
 
     /// A cache that takes every term on its first search (for tests).
@@ -286,18 +280,16 @@ impl BlockCache {
         term: &str,
         generation: u64,
     ) -> Result<Arc<DocSet>> {
-        {
-            let mut sets = self.sets.lock();
-            let now = sets.values().map(|s| s.2).max().unwrap_or(0) + 1;
-            if let Some(s) = sets.get_mut(term)
+        let held = {
+            let mut inner = self.inner.lock();
+            inner.clock += 1;
+            let now = inner.clock;
+            if let Some(s) = inner.sets.get_mut(term)
                 && s.0 == generation
             {
                 s.2 = now;
                 return Ok(Arc::clone(&s.1));
             }
-        }
-        let held = {
-            let inner = self.inner.lock();
             inner
                 .terms
                 .get(term)
@@ -313,8 +305,10 @@ impl BlockCache {
             }
         };
         let set = Arc::new(DocSet::of(&docnos));
-        let mut sets = self.sets.lock();
-        let now = sets.values().map(|s| s.2).max().unwrap_or(0) + 1;
+        let mut inner = self.inner.lock();
+        inner.clock += 1;
+        let now = inner.clock;
+        let sets = &mut inner.sets;
         sets.insert(term.to_owned(), (generation, Arc::clone(&set), now));
         if sets.len() > MAX_SETS
             && let Some(oldest) = sets.iter().min_by_key(|(_, s)| s.2).map(|(k, _)| k.clone())
@@ -330,7 +324,7 @@ impl BlockCache {
         inner.terms.clear();
         inner.rent.clear();
         inner.bytes = 0;
-        self.sets.lock().clear();
+        inner.sets.clear();
     }
 
     /// Bytes of decoded postings held.
