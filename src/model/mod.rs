@@ -1,7 +1,7 @@
 //! The memory model: soul-protocol 0.4.0's types with its JSON field names.
 
 mod entry;
-pub(crate) use entry::push_capped;
+pub(crate) use entry::{add_count, push_capped};
 pub mod time;
 
 pub use entry::{

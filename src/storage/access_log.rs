@@ -337,14 +337,30 @@ impl AccessView {
         }
     }
 
+    /// The pending accesses of `docno`, in order, and the timestamps kept.
+    fn times(&self, docno: u64) -> (Vec<Timestamp>, usize) {
+        let (mut times, mut kept) = (Vec::new(), 0);
+        self.each_time(docno, |t, cap| {
+            times.push(t);
+            kept = cap;
+        });
+        (times, kept)
+    }
+
     /// Adds the pending accesses of `docno` to its entry.
     pub(crate) fn entry(&self, docno: u64, e: &mut MemoryEntry) {
-        self.each_time(docno, |t, cap| e.record_access(t, cap));
+        let (times, cap) = self.times(docno);
+        if !times.is_empty() {
+            e.record_accesses(times, cap);
+        }
     }
 
     /// Adds the pending accesses of `docno` to its compact record.
     pub(crate) fn info(&self, docno: u64, info: &mut DocInfo) {
-        self.each_time(docno, |t, cap| info.record_access(time::to_micros(&t), cap));
+        let (times, cap) = self.times(docno);
+        if !times.is_empty() {
+            info.record_accesses(times.iter().map(time::to_micros), cap);
+        }
     }
 }
 

@@ -55,9 +55,17 @@ impl DocInfo {
     /// [`MemoryEntry::record_access`] does on the entry, so the record stays what
     /// [`DocInfo::from_entry`] makes of the accessed entry.
     pub fn record_access(&mut self, at_us: i64, cap: usize) {
-        self.access_count = self.access_count.saturating_add(1);
-        self.last_accessed = Some(at_us);
-        crate::model::push_capped(&mut self.access, at_us, cap);
+        self.record_accesses([at_us], cap);
+    }
+
+    /// Records an access at each of `times_us`, in order: the same as
+    /// [`DocInfo::record_access`] of each.
+    pub fn record_accesses(&mut self, times_us: impl IntoIterator<Item = i64>, cap: usize) {
+        let (added, last) = crate::model::push_capped(&mut self.access, times_us, cap);
+        if last.is_some() {
+            self.last_accessed = last;
+        }
+        self.access_count = crate::model::add_count(self.access_count, added);
     }
 
     /// Sets `entry`'s access metadata (count, last access, history) to this
@@ -113,5 +121,43 @@ impl DocInfo {
     #[must_use]
     pub fn visibility(&self) -> Visibility {
         Visibility::from_code(self.visibility)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::MemoryType;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Accesses recorded together leave the entry and its compact record as
+        /// recording them one at a time does, and the two still agree.
+        #[test]
+        fn accesses_recorded_together_match_one_at_a_time(
+            earlier in proptest::collection::vec(0i64..1_000_000, 0..12),
+            later in proptest::collection::vec(0i64..1_000_000, 0..12),
+            cap in 0usize..8,
+        ) {
+            let mut entry = MemoryEntry::new(MemoryType::Episodic, "x");
+            entry.record_accesses(earlier.iter().map(|&t| time::from_micros(t)), cap);
+            let mut one = entry.clone();
+            for &t in &later {
+                one.record_access(time::from_micros(t), cap);
+            }
+            let mut together = entry.clone();
+            together.record_accesses(later.iter().map(|&t| time::from_micros(t)), cap);
+            prop_assert_eq!(&together, &one);
+            prop_assert_eq!(together.access_count as usize, earlier.len() + later.len());
+
+            let mut info = DocInfo::from_entry(&entry, 1);
+            info.record_accesses(later.iter().copied(), cap);
+            let mut info_one = DocInfo::from_entry(&entry, 1);
+            for &t in &later {
+                info_one.record_access(t, cap);
+            }
+            prop_assert_eq!(&info, &info_one);
+            prop_assert_eq!(&info, &DocInfo::from_entry(&one, 1));
+        }
     }
 }

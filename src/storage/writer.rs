@@ -447,9 +447,7 @@ impl<'t> Writer<'t> {
             // Access metadata lives in the compact record (schema 6): only that
             // is rewritten, not the entry.
             let Some(mut info) = self.docinfo(docno)? else { continue };
-            for t in times {
-                info.record_access(crate::model::time::to_micros(&t), cap);
-            }
+            info.record_accesses(times.iter().map(crate::model::time::to_micros), cap);
             self.put_info(docno, info)?;
         }
         self.meta_put(super::meta_keys::ACCESS_APPLIED, &upto.to_le_bytes())?;
