@@ -307,7 +307,7 @@ pub(crate) fn push_capped<T: Clone>(
     (added, last)
 }
 
-/// `count` plus `added`, saturating.
+/// A count plus `added`, saturating (access counts, evidence counts).
 pub(crate) fn add_count(count: u32, added: usize) -> u32 {
     count.saturating_add(u32::try_from(added).unwrap_or(u32::MAX))
 }

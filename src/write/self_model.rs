@@ -206,8 +206,7 @@ fn add_evidence(model: &mut SelfModel, domain: &str, matches: usize) {
         confidence: 0.1,
         evidence_count: 0,
     });
-    img.evidence_count =
-        img.evidence_count.saturating_add(u32::try_from(matches).unwrap_or(u32::MAX));
+    img.evidence_count = crate::model::add_count(img.evidence_count, matches);
     img.confidence = confidence(img.evidence_count);
 }
 
