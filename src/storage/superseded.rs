@@ -98,9 +98,14 @@ impl<'r, T: ReadableTable<u64, &'static [u8]>> Hidden<'r, T> {
 /// memory and written back by [`Marks::write`].
 #[derive(Default)]
 pub struct Marks {
-    /// `chunk → (bits, changed)`.
-    rows: HashMap<u64, (Box<[u8]>, bool)>,
+    /// `chunk → (bits, changed)`; no bits for a row the table does not hold
+    /// and no bit has been set in. Every memory's record write clears its bit,
+    /// and nearly every row it falls in is empty: clearing is then a lookup.
+    rows: HashMap<u64, (Option<Bits>, bool)>,
 }
+
+/// One row's bits.
+type Bits = Box<[u8]>;
 
 impl Marks {
     /// Sets (`on`) or clears `docno`'s bit.
@@ -117,12 +122,14 @@ impl Marks {
         let (bits, changed) = match self.rows.entry(chunk) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
-                let bits = match table.get(chunk)? {
-                    Some(g) => row(g.value())?,
-                    None => vec![0u8; CHUNK_BYTES].into_boxed_slice(),
-                };
+                let bits = table.get(chunk)?.map(|g| row(g.value())).transpose()?;
                 v.insert((bits, false))
             }
+        };
+        let bits = match bits {
+            Some(b) => b,
+            None if !on => return Ok(()),
+            None => bits.insert(vec![0u8; CHUNK_BYTES].into_boxed_slice()),
         };
         if (bits[byte] & mask != 0) != on {
             bits[byte] ^= mask;
@@ -138,9 +145,7 @@ impl Marks {
     /// Storage errors.
     pub fn write(&mut self, table: &mut Table<'_, u64, &'static [u8]>) -> Result<()> {
         for (chunk, (bits, changed)) in self.rows.drain() {
-            if !changed {
-                continue;
-            }
+            let Some(bits) = bits.filter(|_| changed) else { continue };
             if bits.iter().all(|b| *b == 0) {
                 table.remove(chunk)?;
             } else {
