@@ -218,3 +218,34 @@ fn a_failing_observe_batch_stores_nothing_and_returns() {
     assert_eq!(reports.len(), 50);
     assert!(mem.count().expect("count") > 0);
 }
+
+/// soul-protocol reads an episodic `remember` back through its store's `get` (to
+/// set the domain), and that read is an access: the stored memory starts with two
+/// access timestamps and an access count of 1, which its later activation ranks by.
+/// The reference profile reproduces it; the default profile records the write alone.
+#[test]
+fn an_episodic_remember_starts_with_the_reference_s_extra_access() {
+    let now = ts("2024-04-02T05:16:00");
+    for profile in [Profile::Reference, Profile::Default] {
+        let mem = open(profile, Arc::new(FixedClock::new(now)));
+        let mut r = Remember::new("episodic", "Met Dmitri for coffee in Porto");
+        r.user_id = Some("mia".into());
+        r.domain = "home".into();
+        let id = mem.remember(&r).expect("remember");
+        let e = mem.get(&id).expect("get").expect("stored");
+        assert_eq!(e.domain, "home");
+        if profile == Profile::Reference {
+            assert_eq!(e.content, "User: Met Dmitri for coffee in Porto\nAgent: ");
+            assert_eq!(e.user_id, None);
+            assert_eq!(e.access_timestamps, vec![now, now]);
+            assert_eq!(e.access_count, 1);
+            assert_eq!(e.last_accessed, Some(now));
+        } else {
+            assert_eq!(e.content, "Met Dmitri for coffee in Porto");
+            assert_eq!(e.user_id.as_deref(), Some("mia"));
+            assert_eq!(e.access_timestamps, vec![now]);
+            assert_eq!(e.access_count, 0);
+            assert_eq!(e.last_accessed, None);
+        }
+    }
+}

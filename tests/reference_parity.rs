@@ -23,6 +23,7 @@ struct Tally {
     snapshots_exact: usize,
     recalls: usize,
     top1: usize,
+    exact_lists: usize,
     jaccard: f64,
     errors: usize,
 }
@@ -89,6 +90,11 @@ fn compare(name: &str, exp: &[Value], act: &[Value], t: &mut Tally, misses: &mut
                         ar.first()
                     ));
                 }
+                if er == ar {
+                    t.exact_lists += 1;
+                } else if er.first() == ar.first() {
+                    misses.push(format!("{name}:{} recall list order differs", i + 1));
+                }
                 t.jaccard += set_jaccard(er, ar);
             }
             _ => {}
@@ -122,7 +128,7 @@ fn reference_profile_matches_the_goldens() {
     }
     let pct = |n: usize, d: usize| 100.0 * n as f64 / d.max(1) as f64;
     let report = format!(
-        "PARITY episodic={:.1}% facts={:.1}% superseded={:.1}% entities={:.1}% snapshots={}/{} recall_top1={:.1}% recall_jaccard={:.3} errors={}",
+        "PARITY episodic={:.1}% facts={:.1}% superseded={:.1}% entities={:.1}% snapshots={}/{} recall_top1={:.1}% recall_exact_lists={}/{} recall_jaccard={:.3} errors={}",
         pct(t.episodic, t.observe),
         pct(t.facts, t.observe),
         pct(t.superseded, t.observe),
@@ -130,6 +136,8 @@ fn reference_profile_matches_the_goldens() {
         t.snapshots_exact,
         t.snapshots,
         pct(t.top1, t.recalls),
+        t.exact_lists,
+        t.recalls,
         t.jaccard / t.recalls.max(1) as f64,
         t.errors
     );
@@ -149,4 +157,6 @@ fn reference_profile_matches_the_goldens() {
     assert!(pct(t.snapshots_exact, t.snapshots) >= 99.0, "facts snapshots: {report}");
     assert!(pct(t.top1, t.recalls) >= 90.0, "recall top-1: {report}");
     assert!(t.jaccard / t.recalls.max(1) as f64 >= 0.85, "recall jaccard: {report}");
+    // Every public recall returns the reference's list, in its order.
+    assert_eq!(t.exact_lists, t.recalls, "recall lists: {report}");
 }

@@ -97,9 +97,13 @@ pub(crate) fn remember_entry(
     e.domain.clone_from(&req.domain);
     if kind == MemoryType::Episodic && profile.is_reference() {
         // Q27: the reference routes an episodic remember through the episodic store,
-        // which rewrites the content and drops everything but the domain.
+        // which rewrites the content and drops everything but the domain. It then
+        // reads the new entry back through the store's `get` to set the domain, and
+        // that read counts as an access: a second timestamp, an access count of 1.
         e.content = format!("User: {}\nAgent: ", req.content);
-        e.access_timestamps = vec![now];
+        e.access_timestamps = vec![now, now];
+        e.access_count = 1;
+        e.last_accessed = Some(now);
         return Ok(e);
     }
     e.importance = req.importance;
