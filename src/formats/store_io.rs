@@ -156,11 +156,12 @@ fn plan(dump: &MemoryDump) -> Result<Plan<'_>> {
 }
 
 /// Whether the store holds anything an import would overwrite.
-fn store_is_empty(w: &Writer<'_>) -> Result<bool> {
+fn store_is_empty(w: &mut Writer<'_>) -> Result<bool> {
     let txn = w.txn();
+    let graph = w.graph()?;
+    let graph_empty = graph.nodes.len()? == 0 && graph.edges.len()? == 0;
     let nonempty = w.ids.len()? > 0
-        || txn.open_table(schema::GRAPH_NODES)?.len()? > 0
-        || txn.open_table(schema::GRAPH_EDGES)?.len()? > 0
+        || !graph_empty
         || txn.open_table(schema::EVENTS)?.len()? > 0
         || txn.open_table(schema::ARCHIVES)?.len()? > 0
         || w.meta_get(meta_keys::SOUL_EXTRAS)?.is_some()

@@ -5,7 +5,7 @@ use redb::{ReadableTable, Table};
 use serde::{Deserialize, Serialize};
 
 use super::codec::{decode, encode};
-use super::schema::{GRAPH_ADJ, GRAPH_EDGES, GRAPH_NODES};
+use super::schema::{GRAPH_EDGES, GRAPH_NODES};
 use super::{Reader, Writer};
 use crate::error::Result;
 
@@ -66,22 +66,29 @@ fn edges_by_seq(
     Ok(out)
 }
 
+/// The graph's tables inside one write transaction ([`Writer::graph`]).
+pub(crate) struct GraphTables<'t> {
+    /// Node name → [`NodeRecord`].
+    pub(crate) nodes: Table<'t, Str, &'static [u8]>,
+    /// Edge sequence → [`EdgeRecord`].
+    pub(crate) edges: Table<'t, u64, &'static [u8]>,
+    /// (lower-cased node name, edge sequence) for both ends of every edge.
+    pub(crate) adj: Table<'t, (Str, u64), ()>,
+}
+
 impl Writer<'_> {
     /// Adds a node or changes its type (its position stays).
     pub fn graph_add_entity(&mut self, name: &str, kind: &str) -> Result<()> {
-        let existing = {
-            let nodes: Table<'_, Str, &[u8]> = self.txn().open_table(GRAPH_NODES)?;
-            match nodes.get(name)? {
-                Some(v) => Some(decode::<NodeRecord>(v.value(), "graph node")?.seq),
-                None => None,
-            }
+        let existing = match self.graph()?.nodes.get(name)? {
+            Some(v) => Some(decode::<NodeRecord>(v.value(), "graph node")?.seq),
+            None => None,
         };
         let seq = match existing {
             Some(s) => s,
             None => self.next_seq(),
         };
-        let mut nodes: Table<'_, Str, &[u8]> = self.txn().open_table(GRAPH_NODES)?;
-        nodes.insert(name, encode(&NodeRecord { seq, kind: kind.to_owned() })?.as_slice())?;
+        let record = encode(&NodeRecord { seq, kind: kind.to_owned() })?;
+        self.graph()?.nodes.insert(name, record.as_slice())?;
         Ok(())
     }
 
@@ -89,14 +96,15 @@ impl Writer<'_> {
     /// `unknown` nodes). Returns whether it was added.
     pub fn graph_add_relationship(&mut self, edge: EdgeRecord) -> Result<bool> {
         for name in [&edge.source, &edge.target] {
-            let exists = self.txn().open_table(GRAPH_NODES)?.get(name.as_str())?.is_some();
+            let exists = self.graph()?.nodes.get(name.as_str())?.is_some();
             if !exists {
                 self.graph_add_entity(name, "unknown")?;
             }
         }
         let lower = edge.source.to_lowercase();
-        let seqs = adj_rows(&self.txn().open_table(GRAPH_ADJ)?, &lower)?;
-        for (_, e) in edges_by_seq(&self.txn().open_table(GRAPH_EDGES)?, &seqs)? {
+        let g = self.graph()?;
+        let seqs = adj_rows(&g.adj, &lower)?;
+        for (_, e) in edges_by_seq(&g.edges, &seqs)? {
             if e.source == edge.source
                 && e.target == edge.target
                 && e.relation == edge.relation
@@ -112,10 +120,11 @@ impl Writer<'_> {
     /// Appends an edge as is (duplicates allowed: restores keep them).
     pub fn graph_push_edge(&mut self, edge: &EdgeRecord) -> Result<u64> {
         let seq = self.next_seq();
-        self.txn().open_table(GRAPH_EDGES)?.insert(seq, encode(edge)?.as_slice())?;
-        let mut adj = self.txn().open_table(GRAPH_ADJ)?;
-        adj.insert((edge.source.to_lowercase().as_str(), seq), ())?;
-        adj.insert((edge.target.to_lowercase().as_str(), seq), ())?;
+        let record = encode(edge)?;
+        let g = self.graph()?;
+        g.edges.insert(seq, record.as_slice())?;
+        g.adj.insert((edge.source.to_lowercase().as_str(), seq), ())?;
+        g.adj.insert((edge.target.to_lowercase().as_str(), seq), ())?;
         Ok(seq)
     }
 }

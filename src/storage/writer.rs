@@ -83,6 +83,9 @@ pub struct Writer<'t> {
     /// The fact-index changes of this transaction, when recorded
     /// ([`Writer::record_fact_changes`]).
     fact_changes: Option<FactChanges>,
+    /// The knowledge graph's tables, opened on first use ([`Writer::graph`]) and
+    /// kept open for the rest of the transaction.
+    graph: Option<super::graph::GraphTables<'t>>,
 }
 
 /// What a write transaction changed in the fact index (`fact_tokens` and
@@ -296,6 +299,7 @@ impl<'t> Writer<'t> {
             newest_episodes: None,
             doc_cache: std::cell::RefCell::new(HashMap::new()),
             fact_changes: None,
+            graph: None,
         })
     }
 
@@ -381,6 +385,24 @@ impl<'t> Writer<'t> {
     #[must_use]
     pub fn txn(&self) -> &'t WriteTransaction {
         self.txn
+    }
+
+    /// The knowledge graph's tables, opened by the first call in the transaction.
+    /// Write-side code reaches the graph only through them: redb refuses to open a
+    /// table that is already open.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn graph(&mut self) -> Result<&mut super::graph::GraphTables<'t>> {
+        let tables = match self.graph.take() {
+            Some(g) => g,
+            None => super::graph::GraphTables {
+                nodes: self.txn.open_table(GRAPH_NODES)?,
+                edges: self.txn.open_table(GRAPH_EDGES)?,
+                adj: self.txn.open_table(GRAPH_ADJ)?,
+            },
+        };
+        Ok(self.graph.insert(tables))
     }
 
     /// Corpus statistics as of this point in the transaction.

@@ -302,50 +302,41 @@ fn tier_counts(removed: &[MemoryEntry]) -> Vec<(String, u64)> {
 /// `(nodes, edges)` removed.
 fn remove_graph_entity(w: &mut Writer<'_>, entity: &str, exact: bool) -> Result<(u64, u64)> {
     use crate::storage::graph::EdgeRecord;
-    use crate::storage::schema::{GRAPH_ADJ, GRAPH_EDGES, GRAPH_NODES};
     let lower = entity.to_lowercase();
     let same = |name: &str| if exact { name == entity } else { name.to_lowercase() == lower };
+    let g = w.graph()?;
     let mut nodes = 0u64;
-    {
-        let mut t = w.txn().open_table(GRAPH_NODES)?;
-        let names: Vec<String> = if exact {
-            t.get(entity)?.map(|_| vec![entity.to_owned()]).unwrap_or_default()
-        } else {
-            let mut v = Vec::new();
-            for row in t.range::<&str>(..)? {
-                let name = row?.0.value().to_owned();
-                if same(&name) {
-                    v.push(name);
-                }
-            }
-            v
-        };
-        for n in names {
-            t.remove(n.as_str())?;
-            nodes += 1;
-        }
-    }
-    let seqs: Vec<u64> = {
-        let adj = w.txn().open_table(GRAPH_ADJ)?;
+    let names: Vec<String> = if exact {
+        g.nodes.get(entity)?.map(|_| vec![entity.to_owned()]).unwrap_or_default()
+    } else {
         let mut v = Vec::new();
-        for row in adj.range((lower.as_str(), 0u64)..=(lower.as_str(), u64::MAX))? {
-            v.push(row?.0.value().1);
+        for row in g.nodes.range::<&str>(..)? {
+            let name = row?.0.value().to_owned();
+            if same(&name) {
+                v.push(name);
+            }
         }
         v
     };
+    for n in names {
+        g.nodes.remove(n.as_str())?;
+        nodes += 1;
+    }
+    let mut seqs = Vec::new();
+    for row in g.adj.range((lower.as_str(), 0u64)..=(lower.as_str(), u64::MAX))? {
+        seqs.push(row?.0.value().1);
+    }
     let mut edges = 0u64;
-    let mut edge_table = w.txn().open_table(GRAPH_EDGES)?;
-    let mut adj = w.txn().open_table(GRAPH_ADJ)?;
     for seq in seqs {
-        let Some(rec) = edge_table.get(seq)? else { continue };
+        let Some(rec) = g.edges.get(seq)? else { continue };
         let edge: EdgeRecord = crate::storage::decode(rec.value(), "graph edge")?;
         drop(rec);
         if !(same(&edge.source) || same(&edge.target)) {
             continue;
         }
-        edge_table.remove(seq)?;
-        adj.remove((edge.source.to_lowercase().as_str(), seq))?;
-        adj.remove((edge.target.to_lowercase().as_str(), seq))?;
+        g.edges.remove(seq)?;
+        g.adj.remove((edge.source.to_lowercase().as_str(), seq))?;
+        g.adj.remove((edge.target.to_lowercase().as_str(), seq))?;
         edges += 1;
     }
     Ok((nodes, edges))
