@@ -996,6 +996,13 @@ impl<'t> Writer<'t> {
         Ok(Some(set))
     }
 
+    /// Records `set` as the token set [`Writer::token_set`] derives from the content
+    /// at `docno`, computed ahead by the caller (a batch derives its new episodes'
+    /// sets on the analysis threads).
+    pub(crate) fn seed_token_set(&mut self, docno: u64, set: std::collections::BTreeSet<String>) {
+        self.token_sets.insert(docno, TokenSet::new(set));
+    }
+
     /// The id and content of the entry at `docno`, decoded once per transaction
     /// (observe compares the same facts several times).
     ///

@@ -323,6 +323,7 @@ fn store_episode(
     sig: &significance::Significance,
     context: Option<&str>,
     terms: Option<Vec<String>>,
+    novelty: Option<BTreeSet<String>>,
 ) -> Result<String> {
     let content = significance::episodic_content(user, agent);
     let mut e = MemoryEntry::new(MemoryType::Episodic, content.clone());
@@ -337,6 +338,9 @@ fn store_episode(
     e.user_id.clone_from(&cx.user_id);
     e.domain.clone_from(&cx.domain);
     let docno = w.insert_indexed(e, context, terms.map(|t| (content.as_str(), t)))?;
+    if let Some(set) = novelty {
+        w.seed_token_set(docno, set);
+    }
     Ok(w.docinfo(docno)?.map(|i| i.id).unwrap_or_default())
 }
 
@@ -356,6 +360,9 @@ pub(crate) struct Analysis {
     tokens: Vec<String>,
     /// The index terms of the episode the exchange may become (batches only).
     episode_terms: Option<Vec<String>>,
+    /// That episode's novelty tokens ([`significance::recent_tokens`]), which the
+    /// batch's later exchanges compare themselves with (batches only).
+    episode_novelty: Option<BTreeSet<String>>,
     /// The near-fact lookups of its facts and user text, read ahead from the
     /// snapshot the batch's transaction began from (default-profile batches only).
     near: Option<Prefetch>,
@@ -369,14 +376,15 @@ impl Analysis {
         core_values: &[String],
         batch: bool,
     ) -> Self {
+        let episode = batch.then(|| significance::episodic_content(user, agent));
         Self {
             somatic: sentiment::observe_sentiment(user, agent),
             facts: facts::extract_facts(user, agent, profile),
             entities: batch.then(|| entities::extract_entities(user, agent, profile)),
             signals: significance::ExchangeSignals::of(user, agent, core_values),
             tokens: self_model::exchange_tokens(user, agent),
-            episode_terms: batch
-                .then(|| crate::text::index_terms(&significance::episodic_content(user, agent))),
+            episode_terms: episode.as_deref().map(crate::text::index_terms),
+            episode_novelty: episode.as_deref().map(significance::recent_tokens),
             near: None,
         }
     }
@@ -414,6 +422,7 @@ fn observe_analysed(
         signals,
         tokens,
         mut episode_terms,
+        mut episode_novelty,
         near: ahead,
     } = analysis
         .unwrap_or_else(|| Analysis::of(user, agent, profile, &settings.core_values, false));
@@ -441,6 +450,7 @@ fn observe_analysed(
             &sig,
             context.as_deref(),
             episode_terms.take(),
+            episode_novelty.take(),
         )?);
     }
 
@@ -610,6 +620,7 @@ fn observe_analysed(
             &sig,
             context.as_deref(),
             episode_terms.take(),
+            episode_novelty.take(),
         )?);
     }
 
