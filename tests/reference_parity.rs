@@ -117,12 +117,7 @@ fn reference_profile_matches_the_goldens() {
     for s in &names {
         let stem = s.file_stem().and_then(|x| x.to_str()).expect("name").to_owned();
         let golden = shared().join("goldens").join(format!("{stem}.out.jsonl"));
-        let exp: Vec<Value> = std::fs::read_to_string(&golden)
-            .expect("golden")
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).expect("golden json"))
-            .collect();
+        let exp = read_lines(&golden);
         let act = replay(s);
         compare(&stem, &exp, &act, &mut t, &mut misses);
     }
