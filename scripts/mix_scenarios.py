@@ -4,9 +4,10 @@
 Each scenario is a seeded random walk over the ops of the public reference
 scenarios (/work/shared/reference/scenarios/*.jsonl): observe, recall, remember,
 forget and facts ops drawn with fixed weights, at increasing times (a minute to
-a few days apart), each observe and remember given a random owner (none, mia,
-theo, sana) and domain (default, work, home), some recalls given a user or
-domain filter. More than half of the texts are mutated: capitalised words are
+a few days apart, some at the same second) written in UTC, with an offset or
+naive, each observe and remember given a random owner (none, mia, theo, sana)
+and domain (default, work, home), some recalls given a user or domain filter or
+another limit. More than half of the texts are mutated: capitalised words are
 swapped for others seen in the scenarios (names, places, tools), and some texts
 are lower-cased or lose their final punctuation, so extraction, dedup,
 supersede, the graph and ranking meet combinations the public set does not hold.
@@ -38,7 +39,19 @@ SHARED = Path("/work/shared/reference")
 WEIGHTS = [("observe", 55), ("recall", 25), ("remember", 10), ("forget", 3), ("facts", 4)]
 USERS = [None, None, "mia", "theo", "sana"]
 DOMAINS = [None, None, "work", "home"]
-GAPS_MIN = [1, 2, 5, 10, 30, 90, 600, 1440, 4000]
+GAPS_MIN = [0, 0, 1, 2, 5, 10, 30, 90, 600, 1440, 4000]
+GAPS_S = [0, 0, 17]
+
+
+def stamp(at: dt.datetime, style: float) -> str:
+    """`at` (UTC) as UTC, +02:00, naive (read as UTC) or -05:00."""
+    if style < 0.6:
+        return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if style < 0.8:
+        return (at + dt.timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%S+02:00")
+    if style < 0.9:
+        return at.strftime("%Y-%m-%dT%H:%M:%S")
+    return (at - dt.timedelta(hours=5)).strftime("%Y-%m-%dT%H:%M:%S-05:00")
 CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
 
 
@@ -81,8 +94,8 @@ def scenario(seed: int, n_ops: int, pool: dict[str, list[dict]]) -> list[dict]:
     for i in range(n_ops):
         kind = rng.choices(kinds, weights)[0]
         op = dict(rng.choice(pool[kind]))
-        at += dt.timedelta(minutes=rng.choice(GAPS_MIN))
-        op["at"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        at += dt.timedelta(minutes=rng.choice(GAPS_MIN), seconds=rng.choice(GAPS_S))
+        op["at"] = stamp(at, rng.random())
         if kind in ("observe", "remember"):
             op.pop("user_id", None)
             op.pop("domain", None)
@@ -102,6 +115,8 @@ def scenario(seed: int, n_ops: int, pool: dict[str, list[dict]]) -> list[dict]:
                 op["user_id"] = rng.choice(USERS[2:])
             if rng.random() < 0.15:
                 op["domain"] = rng.choice(DOMAINS[2:])
+            if rng.random() < 0.2:
+                op["limit"] = rng.choice([1, 3, 5, 20])
         op["tag"] = f"mix:{kind}:{i}"
         out.append(op)
     return out
