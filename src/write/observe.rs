@@ -758,6 +758,10 @@ fn observe_analysed(
     }
     super::evict::enforce_caps(w, settings)?;
     let facts_out: Vec<MemoryEntry> = stored.into_iter().map(|(_, e)| e).collect();
+    // One entry per fact: a fact superseded two ways (a merge, then a raw-text
+    // contradiction) is reported once, by its first cause.
+    let mut listed = HashSet::new();
+    superseded.retain(|s| listed.insert(s.id.clone()));
     Ok(ObserveReport {
         somatic,
         significance_parts: sig.score.clone(),
