@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::DEFAULT_DOMAIN;
 use crate::error::{Error, Result};
-use crate::memory::Memory;
+use crate::memory::{Durability, Memory};
 use crate::model::{Timestamp, Visibility, time};
 use crate::storage::{Writer, meta_keys, schema};
 use crate::write::lifecycle::{self, Remember};
@@ -144,9 +144,19 @@ impl Memory {
     /// # Errors
     /// Storage errors; nothing of the batch is written then.
     pub fn ingest_batch(&self, ops: &[IngestOp]) -> Result<u64> {
+        self.ingest_batch_with(ops, self.durability())
+    }
+
+    /// [`Memory::ingest_batch`] committed with the given [`Durability`]. A
+    /// deferred batch's counter is lost with it in a crash, so a resumed ingest
+    /// redoes exactly the batches the store lost.
+    ///
+    /// # Errors
+    /// As [`Memory::ingest_batch`].
+    pub fn ingest_batch_with(&self, ops: &[IngestOp], durability: Durability) -> Result<u64> {
         let settings = &self.settings;
         let profile = self.profile();
-        self.write(|w: &mut Writer<'_>| {
+        self.write_synced(durability.synced(), |w: &mut Writer<'_>| {
             for op in ops {
                 match op {
                     IngestOp::Observe { at, user, agent, opts } => {

@@ -85,6 +85,31 @@ impl Settings {
     }
 }
 
+/// When a write transaction's commit reaches the disk: the choice the batch write
+/// paths take per call ([`Memory::add_batch_with`], [`Memory::observe_batch_with`],
+/// [`Memory::ingest_batch_with`]); every other write follows [`Settings::durable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Synced (fsync) before the call returns: a crash or a power loss afterwards
+    /// loses none of it.
+    Immediate,
+    /// Committed without a sync: visible to reads at once, and durable with the
+    /// next synced commit ([`Memory::sync`], any synced write, or closing the
+    /// store). A crash before then takes the store back to its last synced commit:
+    /// deferred transactions are lost whole, never in part, and nothing synced is
+    /// lost. For bulk loads, which can redo what they lose (`soulctl ingest
+    /// --sync-every N` resumes from the last synced batch): it saves each batch
+    /// its sync.
+    Deferred,
+}
+
+impl Durability {
+    /// Whether the commit is synced.
+    pub(crate) fn synced(self) -> bool {
+        self == Durability::Immediate
+    }
+}
+
 /// Configures and opens a [`Memory`].
 #[derive(Debug)]
 pub struct MemoryBuilder {
@@ -354,7 +379,16 @@ impl Memory {
     /// (docnos are handed out in order, so they are the new docnos still present)
     /// gets its vector stored in the same transaction.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Writer<'_>) -> Result<T>) -> Result<T> {
-        self.store.write(self.settings.durable, |w| {
+        self.write_synced(self.settings.durable, f)
+    }
+
+    /// [`Memory::write`], its commit synced when `durable`.
+    pub(crate) fn write_synced<T>(
+        &self,
+        durable: bool,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
+    ) -> Result<T> {
+        self.store.write(durable, |w| {
             let first = w.stats().next_docno;
             let out = f(w)?;
             if let Some(emb) = &self.embedder {
@@ -526,7 +560,19 @@ impl Memory {
     /// # Errors
     /// As [`Memory::add`]; the first bad entry aborts the whole batch.
     pub fn add_batch(&self, entries: Vec<MemoryEntry>) -> Result<Vec<String>> {
-        self.write(|w| {
+        self.add_batch_with(entries, self.durability())
+    }
+
+    /// [`Memory::add_batch`] committed with the given [`Durability`].
+    ///
+    /// # Errors
+    /// As [`Memory::add_batch`].
+    pub fn add_batch_with(
+        &self,
+        entries: Vec<MemoryEntry>,
+        durability: Durability,
+    ) -> Result<Vec<String>> {
+        self.write_synced(durability.synced(), |w| {
             let mut ids = Vec::with_capacity(entries.len());
             for e in entries {
                 let docno = w.insert(e)?;
@@ -654,6 +700,25 @@ impl Memory {
             return Ok(());
         }
         self.store.write_current(self.settings.durable, |_| Ok(()))
+    }
+
+    /// The [`Durability`] of writes that do not choose one: [`Durability::Immediate`]
+    /// unless [`Settings::durable`] is off.
+    #[must_use]
+    pub fn durability(&self) -> Durability {
+        if self.settings.durable { Durability::Immediate } else { Durability::Deferred }
+    }
+
+    /// Makes every commit so far durable (one synced commit; pending access
+    /// records are written with it): after deferred batches
+    /// ([`Durability::Deferred`]), or periodically when [`Settings::durable`] is
+    /// off.
+    ///
+    /// # Errors
+    /// Storage errors; the deferred commits then stay as they were (visible, not
+    /// yet durable).
+    pub fn sync(&self) -> Result<()> {
+        self.store.write_current(true, |_| Ok(()))
     }
 
     /// Number of memories in the store (every layer and domain).

@@ -26,7 +26,7 @@ use super::{
     contradiction, dedup, entities, facts, keys, lifecycle, self_model, sentiment, significance,
 };
 use crate::error::Result;
-use crate::memory::{Memory, Settings};
+use crate::memory::{Durability, Memory, Settings};
 use crate::model::{MemoryEntry, MemoryType, SignificanceScore, SomaticMarker, Timestamp, time};
 use crate::storage::graph::EdgeRecord;
 use crate::storage::{TokenSet, Writer, schema};
@@ -805,6 +805,19 @@ impl Memory {
         &self,
         items: &[(String, String, ObserveOptions)],
     ) -> Result<Vec<ObserveReport>> {
+        self.observe_batch_with(items, self.durability())
+    }
+
+    /// [`Memory::observe_batch`] committed with the given [`Durability`]
+    /// ([`Durability::Deferred`] for bulk loads).
+    ///
+    /// # Errors
+    /// As [`Memory::observe_batch`].
+    pub fn observe_batch_with(
+        &self,
+        items: &[(String, String, ObserveOptions)],
+        durability: Durability,
+    ) -> Result<Vec<ObserveReport>> {
         use rayon::prelude::*;
         let now = self.now();
         let settings = &self.settings;
@@ -853,7 +866,7 @@ impl Memory {
             });
             // The receiver moves into the transaction: when it ends (even early,
             // on an error) the producer's next send fails and it stops.
-            self.write(move |w| {
+            self.write_synced(durability.synced(), move |w| {
                 if !profile.is_reference() {
                     w.record_fact_changes();
                     // Begun inside the transaction: the state it started from. On

@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Map, Value, json};
 use soulmem::synth::{Corpus, SynthQuery};
 use soulmem::write::observe::ObserveOptions;
-use soulmem::{Memory, RecallQuery, WriteTimings};
+use soulmem::{Durability, Memory, RecallQuery, WriteTimings};
 
 /// `bench` arguments.
 #[derive(ClapArgs, Debug)]
@@ -48,6 +48,10 @@ pub struct IngestArgs {
     /// observe_batch transactions.
     #[arg(long, default_value_t = 5)]
     batches: usize,
+    /// Sync every N batches (and the last); the batches between are committed
+    /// without a sync (`Durability::Deferred`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    sync_every: u64,
     /// Single durable observes timed after the batches (then as many observe +
     /// recall rounds, unless --no-rounds).
     #[arg(long, default_value_t = 0)]
@@ -187,7 +191,7 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     let mut next = mem.count()?;
     let pb = bar((a.batch * a.batches) as u64, "ingest".into());
     let (done, spent, cpu, phases) =
-        time_batches(&mem, &corpus, &mut next, a.batch, a.batches, &pb)?;
+        time_batches(&mem, &corpus, &mut next, (a.batch, a.batches, a.sync_every as usize), &pb)?;
     pb.finish_and_clear();
     let pb = bar(if a.no_rounds { 1 } else { 2 } * a.single as u64, "observe".into());
     let queries = if a.no_rounds { Vec::new() } else { corpus.queries(a.single.clamp(1, 300)) };
@@ -591,18 +595,20 @@ fn time_concurrent(
 }
 
 /// Times `batches` `observe_batch` transactions of `batch` exchanges each (from
-/// `*next` on): exchanges observed, wall time and CPU time spent in the calls.
+/// `*next` on), every `sync_every`th and the last one synced, the others deferred
+/// (`Durability`): exchanges observed, wall time and CPU time spent in the calls.
 fn time_batches(
     mem: &Memory,
     corpus: &Corpus,
     next: &mut u64,
-    batch: usize,
-    batches: usize,
+    (batch, batches, sync_every): (usize, usize, usize),
     pb: &ProgressBar,
 ) -> anyhow::Result<(usize, Duration, Duration, WriteTimings)> {
     let (mut done, mut spent, mut cpu) = (0usize, Duration::ZERO, Duration::ZERO);
     let before = mem.write_timings();
-    for _ in 0..batches {
+    for i in 0..batches {
+        let synced = (i + 1) % sync_every.max(1) == 0 || i + 1 == batches;
+        let durability = if synced { Durability::Immediate } else { Durability::Deferred };
         let items: Vec<(String, String, ObserveOptions)> = (0..batch)
             .map(|_| {
                 let ex = corpus.exchange(*next);
@@ -613,7 +619,7 @@ fn time_batches(
             .collect();
         let t = Instant::now();
         let c = cpu_time();
-        let reports = mem.observe_batch(&items)?;
+        let reports = mem.observe_batch_with(&items, durability)?;
         spent += t.elapsed();
         cpu += cpu_time().saturating_sub(c);
         anyhow::ensure!(reports.len() == items.len(), "observe_batch lost reports");
@@ -842,7 +848,7 @@ fn build(
             let mut held = mem.count()?;
             while held < n {
                 let batch = usize::try_from(n - held).unwrap_or(usize::MAX).clamp(1, 1_000);
-                time_batches(&mem, corpus, &mut next, batch, 1, &ProgressBar::hidden())?;
+                time_batches(&mem, corpus, &mut next, (batch, 1, 1), &ProgressBar::hidden())?;
                 held = mem.count()?;
                 pb.set_position(held.min(n));
             }
@@ -974,7 +980,7 @@ fn measure_once(
     let pb = bar((a.batch * a.batches) as u64, format!("ingest {n}"));
     settle(&mem)?;
     let (done, spent, cpu, phases) =
-        time_batches(&mem, corpus, &mut next, a.batch, a.batches, &pb)?;
+        time_batches(&mem, corpus, &mut next, (a.batch, a.batches, 1), &pb)?;
     pb.finish_and_clear();
     row.insert("ingest_per_s".into(), json!((done as f64 / spent.as_secs_f64()).round()));
     // Where each batch's transaction spent its time (`Memory::write_timings`).
@@ -993,6 +999,15 @@ fn measure_once(
         "ingest_per_cpu_s".into(),
         json!((done as f64 / cpu.as_secs_f64().max(1e-3)).round()),
     );
+
+    // The same for a bulk load: as many batches committed without a sync but the
+    // last (`Durability::Deferred`), whose sync makes them all durable.
+    let pb = bar((a.batch * a.batches) as u64, format!("bulk ingest {n}"));
+    settle(&mem)?;
+    let (done, spent, _, _) =
+        time_batches(&mem, corpus, &mut next, (a.batch, a.batches, a.batches), &pb)?;
+    pb.finish_and_clear();
+    row.insert("ingest_deferred_per_s".into(), json!((done as f64 / spent.as_secs_f64()).round()));
 
     // Recall while another thread observes (paced, durable).
     let pb = bar(queries.len() as u64, format!("concurrent {n}"));
@@ -1264,6 +1279,7 @@ const COLUMNS: &[&str] = &[
     "n",
     "ingest_per_s",
     "ingest_per_cpu_s",
+    "ingest_deferred_per_s",
     "observe_p50_ms",
     "observe_cpu_mean_ms",
     "recall_p50_ms",
