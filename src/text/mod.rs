@@ -12,6 +12,27 @@ pub use tokenize::{
     synonyms_of, tokenize, tokenize_dedup, tokenize_dedup_memo, tokenize_list,
 };
 
+/// A constant word list asked about membership: hashed on first use, so that a
+/// lookup costs one hash instead of one comparison per listed word (the lists
+/// run to 166 words, asked about every token of every exchange).
+#[derive(Debug)]
+pub(crate) struct WordSet {
+    list: &'static [&'static str],
+    set: std::sync::OnceLock<std::collections::HashSet<&'static str>>,
+}
+
+impl WordSet {
+    /// The set of `list`'s words.
+    pub(crate) const fn new(list: &'static [&'static str]) -> Self {
+        Self { list, set: std::sync::OnceLock::new() }
+    }
+
+    /// Whether `word` is listed.
+    pub(crate) fn contains(&self, word: &str) -> bool {
+        self.set.get_or_init(|| self.list.iter().copied().collect()).contains(word)
+    }
+}
+
 /// FNV-1a, 64 bits: a hash that never changes (std's hasher may), for feature
 /// hashing and for the term hashes stored in `user_terms` rows.
 #[must_use]

@@ -80,6 +80,8 @@ pub fn tokenize(text: &str) -> BTreeSet<String> {
 }
 
 /// Two-letter words the dedup tokenizer drops.
+static DEDUP_STOP_SET: super::WordSet = super::WordSet::new(DEDUP_STOP_WORDS);
+
 const DEDUP_STOP_WORDS: &[&str] = &[
     "am", "an", "as", "at", "be", "by", "do", "he", "if", "in", "is", "it", "me", "my", "no", "of",
     "on", "or", "so", "to", "up", "us", "we",
@@ -88,7 +90,7 @@ const DEDUP_STOP_WORDS: &[&str] = &[
 /// The dedup tokenizer: tokens of at least 2 letters minus short stop-words.
 #[must_use]
 pub fn tokenize_dedup(text: &str) -> BTreeSet<String> {
-    tokenize_list(text, 2).into_iter().filter(|t| !DEDUP_STOP_WORDS.contains(&t.as_str())).collect()
+    tokenize_list(text, 2).into_iter().filter(|t| !DEDUP_STOP_SET.contains(t)).collect()
 }
 
 /// [`tokenize_dedup`] of a stored fact's text, from a per-thread memo: the

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use super::facts::{TRAILING_FILLER, clause_capture, compile, py_pattern, py_split, py_strip};
 use crate::profile::Profile;
+use crate::text::WordSet;
 
 // ---------------------------------------------------------------------------
 // Output types
@@ -186,12 +187,20 @@ const STOP_WORDS: &[&str] = &[
     "sure", "okay", "ok",
 ];
 
+static KNOWN_TECH_SET: WordSet = WordSet::new(KNOWN_TECH);
+static STOP_SET: WordSet = WordSet::new(STOP_WORDS);
+static NOT_NAMES_SET: WordSet = WordSet::new(NOT_NAMES);
+static TECH_CUE_BEFORE_SET: WordSet = WordSet::new(TECH_CUE_BEFORE);
+static TECH_CUE_AFTER_SET: WordSet = WordSet::new(TECH_CUE_AFTER);
+static ABBREVIATIONS_SET: WordSet = WordSet::new(ABBREVIATIONS);
+static TRAILING_FILLER_SET: WordSet = WordSet::new(TRAILING_FILLER);
+
 fn is_tech(lower: &str) -> bool {
-    KNOWN_TECH.contains(&lower)
+    KNOWN_TECH_SET.contains(lower)
 }
 
 fn is_stop(lower: &str) -> bool {
-    STOP_WORDS.contains(&lower)
+    STOP_SET.contains(lower)
 }
 
 /// Technology names that are also everyday English words (default profile).
@@ -712,7 +721,7 @@ fn default_sentences(text: &str) -> Vec<&str> {
                     .rev()
                     .collect::<String>()
                     .to_lowercase();
-                !next_alnum && !ABBREVIATIONS.contains(&word_before.as_str())
+                !next_alnum && !ABBREVIATIONS_SET.contains(&word_before)
             }
             _ => false,
         };
@@ -733,7 +742,7 @@ fn is_name_like(token: &str) -> bool {
     if letters.len() >= 2 && letters.iter().all(|c| c.is_uppercase()) {
         return false;
     }
-    !NOT_NAMES.contains(&token.to_lowercase().as_str())
+    !NOT_NAMES_SET.contains(&token.to_lowercase())
 }
 
 /// An ambiguous technology word counts when written capitalised mid-sentence, or
@@ -749,8 +758,8 @@ fn tech_in_context(tokens: &[&str], i: usize) -> bool {
     }
     let before = i.checked_sub(1).and_then(|j| tokens.get(j)).map(|t| t.to_lowercase());
     let after = tokens.get(i + 1).map(|t| t.to_lowercase());
-    before.is_some_and(|b| TECH_CUE_BEFORE.contains(&b.as_str()))
-        || after.is_some_and(|a| TECH_CUE_AFTER.contains(&a.as_str()))
+    before.is_some_and(|b| TECH_CUE_BEFORE_SET.contains(&b))
+        || after.is_some_and(|a| TECH_CUE_AFTER_SET.contains(&a))
 }
 
 fn clean_topic(raw: &str, rule: TopicRule) -> Option<String> {
@@ -770,9 +779,7 @@ fn clean_topic(raw: &str, rule: TopicRule) -> Option<String> {
                 words.remove(0);
             }
             while words.len() > 1
-                && words
-                    .last()
-                    .is_some_and(|w| TRAILING_FILLER.contains(&w.to_lowercase().as_str()))
+                && words.last().is_some_and(|w| TRAILING_FILLER_SET.contains(&w.to_lowercase()))
             {
                 words.pop();
             }

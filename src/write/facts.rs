@@ -19,6 +19,7 @@ use regex::{Captures, Regex, RegexBuilder};
 
 use crate::model::{MemoryCategory, MemoryEntry, MemoryType};
 use crate::profile::Profile;
+use crate::text::WordSet;
 
 // ---------------------------------------------------------------------------
 // Templates
@@ -473,6 +474,11 @@ fn push_fact(
 // ---------------------------------------------------------------------------
 
 /// Words that end a clause inside a capture (default profile).
+static CLAUSE_BREAK_SET: WordSet = WordSet::new(CLAUSE_BREAKS);
+static CLAUSE_SUBJECT_SET: WordSet = WordSet::new(CLAUSE_SUBJECTS);
+static TIME_WORD_SET: WordSet = WordSet::new(TIME_WORDS);
+static TRAILING_FILLER_SET: WordSet = WordSet::new(TRAILING_FILLER);
+
 const CLAUSE_BREAKS: &[&str] = &[
     "but", "because", "cause", "since", "although", "though", "while", "whereas", "so", "which",
     "who", "whom", "whose", "where", "when", "whenever", "if", "unless", "until", "till",
@@ -521,11 +527,11 @@ pub(crate) fn clause_capture(raw: &str, max_chars: usize, min_chars: usize) -> O
         if i > 0 {
             let w = normalize_word(word);
             let next = words.get(i + 1).map(|n| normalize_word(n)).unwrap_or_default();
-            if CLAUSE_BREAKS.contains(&w.as_str())
+            if CLAUSE_BREAK_SET.contains(&w)
                 || TEMPORAL_WORDS.contains(&w.as_str())
-                || ((w == "and" || w == "or") && CLAUSE_SUBJECTS.contains(&next.as_str()))
+                || ((w == "and" || w == "or") && CLAUSE_SUBJECT_SET.contains(&next))
                 || (matches!(w.as_str(), "last" | "next" | "this" | "these" | "that")
-                    && TIME_WORDS.contains(&next.as_str()))
+                    && TIME_WORD_SET.contains(&next))
             {
                 break;
             }
@@ -545,7 +551,7 @@ pub(crate) fn clause_capture(raw: &str, max_chars: usize, min_chars: usize) -> O
         kept.truncate(kept.len() - 2);
     }
     while let Some(last) = kept.last() {
-        if kept.len() > 1 && TRAILING_FILLER.contains(&normalize_word(last).as_str()) {
+        if kept.len() > 1 && TRAILING_FILLER_SET.contains(&normalize_word(last)) {
             kept.pop();
         } else {
             break;

@@ -42,7 +42,7 @@ use crate::memory::Memory;
 use crate::model::{SelfImage, SelfModel};
 use crate::read::reference_bm25::PyStrSet;
 use crate::storage::Writer;
-use crate::text::tokenize_list;
+use crate::text::{WordSet, tokenize_list};
 
 /// Matches a domain needs to be reinforced.
 pub const MIN_MATCHES: usize = 2;
@@ -76,8 +76,10 @@ pub const SELF_MODEL_STOP_WORDS: &[&str] = &[
     "asked", "user", "read", "tell", "show", "run",
 ];
 
+static STOP_SET: WordSet = WordSet::new(SELF_MODEL_STOP_WORDS);
+
 fn is_stop(token: &str) -> bool {
-    SELF_MODEL_STOP_WORDS.contains(&token)
+    STOP_SET.contains(token)
 }
 
 /// Confidence after `evidence` supporting matches: starts at 0.1, approaches 0.95.

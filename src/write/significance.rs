@@ -34,7 +34,7 @@ use regex::Regex;
 
 use super::sentiment::{py_round, py_split, py_strip};
 use crate::model::{SignificanceScore, SomaticMarker};
-use crate::text::{expand_synonyms, relevance_score, tokenize};
+use crate::text::{WordSet, expand_synonyms, relevance_score, tokenize};
 
 /// The fraction of query tokens `q` found in the expanded content tokens `c`.
 fn relevance_of_sets(q: &BTreeSet<String>, c: &BTreeSet<String>) -> f64 {
@@ -54,6 +54,8 @@ pub const SHORT_TEXT_TOKENS: usize = 12;
 pub const SHORT_TEXT_PENALTY: f64 = 0.15;
 /// How many recent episodic contents the caller passes for novelty.
 pub const RECENT_EPISODES: usize = 10;
+
+static SPECIFICITY_SET: WordSet = WordSet::new(SPECIFICITY_WORDS);
 
 /// Words that signal specific, memorable content.
 const SPECIFICITY_WORDS: &[&str] = &[
@@ -197,7 +199,7 @@ pub fn content_richness(text: &str) -> f64 {
     let mut words: Vec<&str> = py_split(&lower).collect();
     words.sort_unstable();
     words.dedup();
-    let hits = words.iter().filter(|w| SPECIFICITY_WORDS.contains(w)).count();
+    let hits = words.iter().filter(|w| SPECIFICITY_SET.contains(w)).count();
     score += (hits as f64 * 0.15).min(0.4);
     if py_split(text).count() > 15 {
         score += 0.1;
