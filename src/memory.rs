@@ -32,7 +32,9 @@ pub struct Settings {
     /// Bond strength at which `bonded` memories become visible to a requester.
     /// Default: 30.
     pub bond_threshold: f64,
-    /// Commit every write durably (fsync). Default: true.
+    /// Commit every write durably (fsync). Default: true. The batch writes can
+    /// also choose per call ([`Durability`]); [`Memory::sync`] makes every commit
+    /// so far durable.
     pub durable: bool,
     /// The soul's core values (goal relevance in the significance gate). Default: none.
     pub core_values: Vec<String>,
