@@ -79,9 +79,10 @@ pub fn tokenize(text: &str) -> BTreeSet<String> {
     tokenize_list(text, 3).into_iter().collect()
 }
 
-/// Two-letter words the dedup tokenizer drops.
+/// [`DEDUP_STOP_WORDS`] as a set.
 static DEDUP_STOP_SET: super::WordSet = super::WordSet::new(DEDUP_STOP_WORDS);
 
+/// Two-letter words the dedup tokenizer drops.
 const DEDUP_STOP_WORDS: &[&str] = &[
     "am", "an", "as", "at", "be", "by", "do", "he", "if", "in", "is", "it", "me", "my", "no", "of",
     "on", "or", "so", "to", "up", "us", "we",

@@ -473,12 +473,13 @@ fn push_fact(
 // Default profile
 // ---------------------------------------------------------------------------
 
-/// Words that end a clause inside a capture (default profile).
+// The word lists below, as sets.
 static CLAUSE_BREAK_SET: WordSet = WordSet::new(CLAUSE_BREAKS);
 static CLAUSE_SUBJECT_SET: WordSet = WordSet::new(CLAUSE_SUBJECTS);
 static TIME_WORD_SET: WordSet = WordSet::new(TIME_WORDS);
 static TRAILING_FILLER_SET: WordSet = WordSet::new(TRAILING_FILLER);
 
+/// Words that end a clause inside a capture (default profile).
 const CLAUSE_BREAKS: &[&str] = &[
     "but", "because", "cause", "since", "although", "though", "while", "whereas", "so", "which",
     "who", "whom", "whose", "where", "when", "whenever", "if", "unless", "until", "till",
