@@ -7,6 +7,9 @@
 //!
 //! - `observe/single_durable`: one `observe_pair` of a new exchange, fsync'd;
 //! - `observe/batch_100`: `observe_batch` of 100 new exchanges in one durable commit;
+//! - `observe/batch_100_deferred`: the same committed without a sync
+//!   (`Durability::Deferred`), with a `Memory::sync` after every 10th batch, as a
+//!   bulk load syncing every 1,000 exchanges would;
 //! - `recall/top10`, `recall/top10_user`, `recall/top10_domain`: top-10 recall,
 //!   unfiltered and filtered (recall records its accesses in memory; a background
 //!   thread writes them, unsynced here since the store is opened non-durable);
@@ -19,7 +22,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use soulmem::synth::{Corpus, SynthQuery};
 use soulmem::write::observe::ObserveOptions;
-use soulmem::{Memory, RecallQuery, Settings};
+use soulmem::{Durability, Memory, RecallQuery, Settings};
 
 /// Bump when the corpus generator changes, so cached stores are rebuilt.
 const CORPUS_VERSION: u32 = 1;
@@ -122,6 +125,34 @@ fn observe(c: &mut Criterion) {
                 |items| {
                     let r = mem.observe_batch(&items).expect("observe_batch");
                     assert_eq!(r.len(), 100);
+                    r
+                },
+                criterion::BatchSize::PerIteration,
+            );
+        });
+        let mut deferred = 0u64;
+        g.bench_function(BenchmarkId::new("batch_100_deferred", n), |b| {
+            b.iter_batched(
+                || {
+                    let items: Vec<(String, String, ObserveOptions)> = (0..100)
+                        .map(|_| {
+                            let ex = corpus.exchange(next);
+                            next += 1;
+                            let o = opts(&ex.user_id, &ex.domain);
+                            (ex.user, ex.agent, o)
+                        })
+                        .collect();
+                    items
+                },
+                |items| {
+                    let r = mem
+                        .observe_batch_with(&items, Durability::Deferred)
+                        .expect("observe_batch_with");
+                    assert_eq!(r.len(), 100);
+                    deferred += 1;
+                    if deferred % 10 == 0 {
+                        mem.sync().expect("sync");
+                    }
                     r
                 },
                 criterion::BatchSize::PerIteration,
