@@ -542,52 +542,6 @@ impl Allow for Sorted<'_> {
     }
 }
 
-/// The memories of some owners (a `user_id` filter's: the user's and the
-/// unattributed ones), from their owner terms' postings
-/// ([`crate::storage::keys::owner_term`]): moving to the next of them is a step
-/// in a decoded block, or a jump over block headers, like a query term's cursor.
-pub struct OwnerPostings<'r> {
-    r: &'r Reader,
-    /// The owner terms the store holds.
-    stats: Vec<TermStat>,
-    /// Their cursors, made on first use and again when a search starts over.
-    cursors: Vec<Cursor<'r>>,
-    /// The last target asked: a smaller one starts the cursors over.
-    last: u64,
-}
-
-impl<'r> OwnerPostings<'r> {
-    /// The memories of `owners` (`""`: the unattributed ones) in `r`.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub fn new(r: &'r Reader, owners: &[&str]) -> Result<Self> {
-        let terms: Vec<Term> = owners
-            .iter()
-            .map(|o| Term { token: crate::storage::keys::owner_term(o), weight: 1.0 })
-            .collect();
-        Ok(Self { r, stats: term_stats(r, &terms)?, cursors: Vec::new(), last: 0 })
-    }
-}
-
-impl Allow for OwnerPostings<'_> {
-    fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
-        if d < self.last || self.cursors.len() != self.stats.len() {
-            // Only where they stand matters, not scores: any average length does.
-            self.cursors =
-                self.stats.iter().map(|t| Cursor::new(self.r, t, 1.0)).collect::<Result<_>>()?;
-        }
-        self.last = d;
-        // Decoded here to find the filter's memories, not to score: not counted.
-        let mut read = 0;
-        let mut best = u64::MAX;
-        for c in &mut self.cursors {
-            best = best.min(c.advance(d, &mut read)?);
-        }
-        Ok((best != u64::MAX).then_some(best))
-    }
-}
-
 /// The `k` best memories by BM25 that pass `accept`, and the number of postings
 /// decoded. Ties are broken by docno (the lower wins), then the result is sorted by
 /// score (ties: the lower docno).
@@ -1141,7 +1095,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(16))]
         /// Scoring an owner's memories from their own terms gives what the
-        /// postings search beside their owner terms' postings gives: the same memories, scores
+        /// postings search beside their owner terms' member sets gives: the same memories, scores
         /// to the last bit, order, and the same memories asked about by the filter,
         /// in the same order.
         #[test]
@@ -1183,7 +1137,8 @@ mod tests {
                 let stats = term_stats(&r, &terms).expect("test store");
                 let keep = |d: u64| modulo == 0 || d % (modulo + 1) != 0;
                 let mut asked_rows = Vec::new();
-                let mut users = OwnerPostings::new(&r, &["", "u1"]).expect("test store");
+                let mut users =
+                    crate::read::filters::OwnerMembers::load(&r, &["", "u1"]).expect("test store");
                 // Half the filters also skip what they reject, in both searches.
                 let mut multiples = Multiples(modulo + 1);
                 let skip: Option<&mut dyn Skip> =
@@ -1221,7 +1176,7 @@ mod tests {
         /// memories (in the postings tail, then in the blocks), a memory given to
         /// another owner, memories removed.
         #[test]
-        fn owner_postings_match_brute_force(
+        fn owner_members_match_brute_force(
             owners in prop::collection::vec(0u8..4, 1..400),
             moved in prop::collection::vec((0usize..400, 0u8..4), 0..20),
             removed in prop::collection::vec(0usize..400, 0..20),
@@ -1267,12 +1222,13 @@ mod tests {
             let admitted: Vec<u64> =
                 owner_of.iter().filter(|(_, o)| **o <= 1).map(|(d, _)| *d).collect();
             let r = mem.read().expect("read");
-            let mut docs = OwnerPostings::new(&r, &["", "u1"]).expect("owners");
+            let mut members =
+                crate::read::filters::OwnerMembers::load(&r, &["", "u1"]).expect("owners");
             for (start, steps) in passes {
                 let mut d = start;
                 for step in steps {
                     let want = admitted.iter().copied().find(|&x| x >= d);
-                    prop_assert_eq!(docs.next_ge(d).expect("next"), want, "target {}", d);
+                    prop_assert_eq!(members.next_ge(d).expect("next"), want, "target {}", d);
                     d += step;
                 }
             }

@@ -105,9 +105,9 @@ const SAMPLES: u64 = 64;
 /// store's range (a golden-ratio sequence, so no stride of owners aliases with
 /// it); `false` when fewer than a quarter of the samples are memories.
 ///
-/// For such a user their owner terms' postings are no help to the search:
-/// nearly every block of every term holds their memories, and walking those
-/// postings beside the query terms' visits about as many postings again. The
+/// For such a user their owner terms' members are no help to the search:
+/// nearly every block of every term holds their memories, and walking them
+/// beside the query terms' postings visits about as many memories again. The
 /// filter is then checked on the records of the memories that place, as every
 /// other filter is.
 ///
@@ -135,15 +135,52 @@ pub fn holds_most(r: &Reader, user: &str) -> Result<bool> {
 /// every memory passes.
 pub const DOMAIN_SET_SHARE: f64 = 0.9;
 
-/// The memories of one domain in a snapshot, from its domain term's postings
-/// ([`crate::storage::keys::domain_term`]): those in the blocks as a set the
-/// store keeps per generation ([`crate::storage::block_cache::BlockCache::members`]),
-/// and those in the postings tail. A `domain`-filtered recall leaves the others
-/// out on this set, before reading their records.
-pub struct DomainMembers {
+/// The memories whose postings hold one term in a snapshot: those in the term's
+/// blocks as a set the store keeps per generation
+/// ([`crate::storage::block_cache::BlockCache::members`]), and those in the
+/// postings tail.
+struct TermMembers {
     set: Option<std::sync::Arc<crate::storage::block_cache::DocSet>>,
     tail: Vec<u64>,
+    /// How many they are.
+    df: u64,
 }
+
+impl TermMembers {
+    fn load(r: &Reader, term: &str) -> Result<Self> {
+        let info = crate::storage::postings::term_info(&r.postings, term)?;
+        let tail: Vec<u64> = r
+            .tail
+            .term(term)
+            .map(|t| t.postings.iter().map(|p| p.docno).collect())
+            .unwrap_or_default();
+        let df = info.as_ref().map_or(0, |i| i.df) + tail.len() as u64;
+        let set = match info {
+            Some(i) if i.df > 0 => Some(r.blocks.members(&r.postings, term, i.generation)?),
+            _ => None,
+        };
+        Ok(Self { set, tail, df })
+    }
+
+    fn contains(&self, docno: u64) -> bool {
+        self.set.as_ref().is_some_and(|s| s.contains(docno))
+            || self.tail.binary_search(&docno).is_ok()
+    }
+
+    /// The smallest member at or after `docno`.
+    fn next_ge(&self, docno: u64) -> Option<u64> {
+        let in_tail = self.tail.get(self.tail.partition_point(|&d| d < docno)).copied();
+        match (self.set.as_ref().and_then(|s| s.next_ge(docno)), in_tail) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// The memories of one domain in a snapshot, from its domain term's postings
+/// ([`crate::storage::keys::domain_term`]). A `domain`-filtered recall leaves the
+/// others out on this set, before reading their records.
+pub struct DomainMembers(TermMembers);
 
 impl DomainMembers {
     /// The members of `domain` in `r`; `None` when they are at least
@@ -152,29 +189,43 @@ impl DomainMembers {
     /// # Errors
     /// Storage errors; [`crate::Error::Corrupted`] on a malformed block.
     pub fn load(r: &Reader, domain: &str) -> Result<Option<Self>> {
-        let term = crate::storage::keys::domain_term(domain);
-        let info = crate::storage::postings::term_info(&r.postings, &term)?;
-        let tail: Vec<u64> = r
-            .tail
-            .term(&term)
-            .map(|t| t.postings.iter().map(|p| p.docno).collect())
-            .unwrap_or_default();
-        let df = info.as_ref().map_or(0, |i| i.df) + tail.len() as u64;
-        if df as f64 >= DOMAIN_SET_SHARE * r.stats().docs as f64 {
+        let members = TermMembers::load(r, &crate::storage::keys::domain_term(domain))?;
+        if members.df as f64 >= DOMAIN_SET_SHARE * r.stats().docs as f64 {
             return Ok(None);
         }
-        let set = match info {
-            Some(i) if i.df > 0 => Some(r.blocks.members(&r.postings, &term, i.generation)?),
-            _ => None,
-        };
-        Ok(Some(Self { set, tail }))
+        Ok(Some(Self(members)))
     }
 
     /// Whether the memory `docno` is in the domain.
     #[must_use]
     pub fn contains(&self, docno: u64) -> bool {
-        self.set.as_ref().is_some_and(|s| s.contains(docno))
-            || self.tail.binary_search(&docno).is_ok()
+        self.0.contains(docno)
+    }
+}
+
+/// The memories of some owners (a `user_id` filter's: [`owners`]), from their
+/// owner terms' member sets ([`crate::storage::keys::owner_term`]), kept by the
+/// store per generation as a domain's are: moving to the next of them is a
+/// search in a bitmap, with nothing decoded once the sets are built.
+pub struct OwnerMembers(Vec<TermMembers>);
+
+impl OwnerMembers {
+    /// The memories of `owners` (`""`: the unattributed ones) in `r`.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::Error::Corrupted`] on a malformed block.
+    pub fn load(r: &Reader, owners: &[&str]) -> Result<Self> {
+        owners
+            .iter()
+            .map(|o| TermMembers::load(r, &crate::storage::keys::owner_term(o)))
+            .collect::<Result<_>>()
+            .map(Self)
+    }
+}
+
+impl crate::read::candidates::Allow for OwnerMembers {
+    fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
+        Ok(self.0.iter().filter_map(|m| m.next_ge(d)).min())
     }
 }
 
@@ -294,6 +345,8 @@ mod tests {
             let set = crate::storage::block_cache::DocSet::of(docnos);
             for d in 0..6_000 {
                 assert_eq!(set.contains(d), docnos.contains(&d), "{d}");
+                let next = docnos.iter().copied().find(|&x| x >= d);
+                assert_eq!(set.next_ge(d), next, "next from {d}");
             }
         }
         assert!(matches!(

@@ -31,7 +31,8 @@ const PARALLEL_RANKING: usize = 256;
 /// A `user_id`-filtered recall scores the memories the user may be shown from
 /// their own terms (`storage::doc_terms`) when there are at most
 /// [`listed_max`] of them; past it, reading their rows costs more than the
-/// postings search beside their owner terms' postings.
+/// postings search beside their owner terms' member sets (measured with the
+/// owner terms' postings walked instead, before session 26).
 ///
 /// Measured on the synthetic 1M store (a user there has ~1,000 memories): the
 /// rows of 1,000 memories load in ~0.11 ms and score in ~0.13 ms, the postings
@@ -48,9 +49,9 @@ pub fn listed_max(docs: u64) -> usize {
 enum UserSearch {
     /// At most [`listed_max`] of them: scored from their terms rows.
     Rows(candidates::Listed),
-    /// More: the postings searched beside their owner terms' postings, so
-    /// blocks holding none of them are skipped and no other memory's record is
-    /// read.
+    /// More: the postings searched beside their owner terms' member sets
+    /// ([`filters::OwnerMembers`]), so blocks holding none of them are skipped
+    /// and no other memory's record is read.
     Beside,
     /// At least half the store ([`filters::holds_most`]): the postings searched
     /// as unfiltered, the filter checked on the memories that place.
@@ -349,7 +350,7 @@ impl Memory {
         };
         let mut users = match &by_user {
             Some((u, UserSearch::Beside)) => {
-                Some(candidates::OwnerPostings::new(&r, &filters::owners(u))?)
+                Some(filters::OwnerMembers::load(&r, &filters::owners(u))?)
             }
             _ => None,
         };
@@ -633,7 +634,7 @@ mod tests {
     use crate::read::RecallQuery;
 
     /// A filtered recall scores a small owner's memories from their rows, a large
-    /// owner's from the postings beside their owner term's postings, and those of
+    /// owner's from the postings beside their owner terms' member sets, and those of
     /// an owner holding most of the store from the postings alone; each finds only what
     /// the user may be shown. Large owners are noted so later recalls skip the
     /// rows, small ones are not.

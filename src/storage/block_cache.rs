@@ -139,6 +139,26 @@ impl DocSet {
             Self::Sorted(list) => list.binary_search(&docno).is_ok(),
         }
     }
+
+    /// The smallest member at or after `docno`.
+    #[must_use]
+    pub fn next_ge(&self, docno: u64) -> Option<u64> {
+        match self {
+            Self::Bits(bits) => {
+                let mut w = usize::try_from(docno / 64).ok()?;
+                // The members of the first word at or after `docno`.
+                let mut word = bits.get(w)? & (u64::MAX << (docno % 64));
+                loop {
+                    if word != 0 {
+                        return Some(w as u64 * 64 + u64::from(word.trailing_zeros()));
+                    }
+                    w += 1;
+                    word = *bits.get(w)?;
+                }
+            }
+            Self::Sorted(list) => list.get(list.partition_point(|&d| d < docno)).copied(),
+        }
+    }
 }
 
 /// A kept member set: its term's generation, the set, and when it was last asked.

@@ -64,7 +64,8 @@ pub fn fact_card(entry: &MemoryEntry) -> Option<FactCard> {
 
 /// The index term every memory of `owner` (its `user_id`, `""` when it has
 /// none) holds: its postings list the owner's memories, so a `user_id` filter
-/// walks them beside the query terms' postings (`read::candidates::OwnerPostings`).
+/// walks their member set beside the query terms' postings
+/// (`read::filters::OwnerMembers`).
 /// It starts with a NUL, which no word does, so no query ever holds it; it adds
 /// nothing to the memory's length and is left out of its terms row
 /// ([`super::doc_terms`]).
