@@ -84,6 +84,18 @@ fn fresh(n: u64, durable: bool, tmp: &Path) -> (Memory, u64) {
     (mem, used)
 }
 
+/// The corpus's next `n` exchanges from `*next` on, as `observe_batch` takes them.
+fn exchanges(corpus: &Corpus, next: &mut u64, n: u64) -> Vec<(String, String, ObserveOptions)> {
+    (0..n)
+        .map(|_| {
+            let ex = corpus.exchange(*next);
+            *next += 1;
+            let o = opts(&ex.user_id, &ex.domain);
+            (ex.user, ex.agent, o)
+        })
+        .collect()
+}
+
 fn opts(user_id: &str, domain: &str) -> ObserveOptions {
     ObserveOptions { user_id: Some(user_id.to_owned()), domain: domain.to_owned() }
 }
@@ -111,17 +123,7 @@ fn observe(c: &mut Criterion) {
         g.throughput(Throughput::Elements(100));
         g.bench_function(BenchmarkId::new("batch_100", n), |b| {
             b.iter_batched(
-                || {
-                    let items: Vec<(String, String, ObserveOptions)> = (0..100)
-                        .map(|_| {
-                            let ex = corpus.exchange(next);
-                            next += 1;
-                            let o = opts(&ex.user_id, &ex.domain);
-                            (ex.user, ex.agent, o)
-                        })
-                        .collect();
-                    items
-                },
+                || exchanges(&corpus, &mut next, 100),
                 |items| {
                     let r = mem.observe_batch(&items).expect("observe_batch");
                     assert_eq!(r.len(), 100);
@@ -133,17 +135,7 @@ fn observe(c: &mut Criterion) {
         let mut deferred = 0u64;
         g.bench_function(BenchmarkId::new("batch_100_deferred", n), |b| {
             b.iter_batched(
-                || {
-                    let items: Vec<(String, String, ObserveOptions)> = (0..100)
-                        .map(|_| {
-                            let ex = corpus.exchange(next);
-                            next += 1;
-                            let o = opts(&ex.user_id, &ex.domain);
-                            (ex.user, ex.agent, o)
-                        })
-                        .collect();
-                    items
-                },
+                || exchanges(&corpus, &mut next, 100),
                 |items| {
                     let r = mem
                         .observe_batch_with(&items, Durability::Deferred)

@@ -18,7 +18,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde::Serialize;
 
-use super::facts::{TRAILING_FILLER, clause_capture, compile, py_pattern, py_split, py_strip};
+use super::facts::{TRAILING_FILLER_SET, clause_capture, compile, py_pattern, py_split, py_strip};
 use crate::profile::Profile;
 use crate::text::WordSet;
 
@@ -193,7 +193,6 @@ static NOT_NAMES_SET: WordSet = WordSet::new(NOT_NAMES);
 static TECH_CUE_BEFORE_SET: WordSet = WordSet::new(TECH_CUE_BEFORE);
 static TECH_CUE_AFTER_SET: WordSet = WordSet::new(TECH_CUE_AFTER);
 static ABBREVIATIONS_SET: WordSet = WordSet::new(ABBREVIATIONS);
-static TRAILING_FILLER_SET: WordSet = WordSet::new(TRAILING_FILLER);
 
 fn is_tech(lower: &str) -> bool {
     KNOWN_TECH_SET.contains(lower)

@@ -477,7 +477,7 @@ fn push_fact(
 static CLAUSE_BREAK_SET: WordSet = WordSet::new(CLAUSE_BREAKS);
 static CLAUSE_SUBJECT_SET: WordSet = WordSet::new(CLAUSE_SUBJECTS);
 static TIME_WORD_SET: WordSet = WordSet::new(TIME_WORDS);
-static TRAILING_FILLER_SET: WordSet = WordSet::new(TRAILING_FILLER);
+pub(crate) static TRAILING_FILLER_SET: WordSet = WordSet::new(TRAILING_FILLER);
 
 /// Words that end a clause inside a capture (default profile).
 const CLAUSE_BREAKS: &[&str] = &[
