@@ -848,6 +848,11 @@ impl Listed {
     /// # Errors
     /// Storage errors.
     pub fn load(r: &Reader, owners: &[&str], max: usize) -> Result<Option<Self>> {
+        // Refused on the owner terms' document frequencies when they tell
+        // already, instead of after reading `max` rows.
+        if crate::read::filters::owner_memories(r, owners)? > max as u64 {
+            return Ok(None);
+        }
         let mut out = Self::default();
         for &o in owners {
             for row in r.user_terms()?.range((o, 0u64)..=(o, u64::MAX))? {
@@ -1222,6 +1227,10 @@ mod tests {
             let admitted: Vec<u64> =
                 owner_of.iter().filter(|(_, o)| **o <= 1).map(|(d, _)| *d).collect();
             let r = mem.read().expect("read");
+            prop_assert_eq!(
+                crate::read::filters::owner_memories(&r, &["", "u1"]).expect("owners"),
+                admitted.len() as u64
+            );
             let mut members =
                 crate::read::filters::OwnerMembers::load(&r, &["", "u1"]).expect("owners");
             for (start, steps) in passes {

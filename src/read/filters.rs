@@ -130,6 +130,24 @@ pub fn holds_most(r: &Reader, user: &str) -> Result<bool> {
     Ok(found * 4 >= SAMPLES && theirs * 2 >= found)
 }
 
+/// How many memories `owners` (user ids, `""` for the unattributed) hold in
+/// `r`, from their owner terms' document frequencies in the blocks and the
+/// postings tail (each memory's postings hold its one owner term).
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on a malformed term row.
+pub fn owner_memories(r: &Reader, owners: &[&str]) -> Result<u64> {
+    let mut n = 0u64;
+    for o in owners {
+        let term = crate::storage::keys::owner_term(o);
+        let in_blocks =
+            crate::storage::postings::term_info(&r.postings, &term)?.map_or(0, |i| i.df);
+        let in_tail = r.tail.term(&term).map_or(0, |t| t.postings.len() as u64);
+        n += in_blocks + in_tail;
+    }
+    Ok(n)
+}
+
 /// A `domain` filter leaves its memories to the records' check, without a
 /// member set, when the domain holds at least this share of the store: nearly
 /// every memory passes.
