@@ -142,7 +142,7 @@ pub fn owner_memories(r: &Reader, owners: &[&str]) -> Result<u64> {
         let term = crate::storage::keys::owner_term(o);
         let in_blocks =
             crate::storage::postings::term_info(&r.postings, &term)?.map_or(0, |i| i.df);
-        let in_tail = r.tail.term(&term).map_or(0, |t| t.postings.len() as u64);
+        let in_tail = r.tail.term_stats(&term).map_or(0, |(df, _)| df);
         n += in_blocks + in_tail;
     }
     Ok(n)

@@ -176,11 +176,10 @@ type KeptSet = (u64, Arc<DocSet>, u64);
 
 /// Bytes of member sets kept at most (the most recently asked; the newest is
 /// kept whatever its size). A bitmap over 1M memories takes 125 KiB, so this
-/// holds the sets of a few hundred users' or domains' terms at that size, or
-/// of thousands of smaller ones kept as lists. A count of 32 sets thrashed on a
-/// store of 300 users a recall filtered by user reads the sets of: in
-/// alternated runs on its 1M copy, p50 0.43 against 0.37 ms with every set
-/// kept.
+/// holds a few hundred such sets, or thousands of smaller ones kept as lists.
+/// Keeping the 32 sets asked last instead thrashed on a 1M store of 300 users
+/// whose user-filtered recalls read the sets: p50 0.43 against 0.37 ms with
+/// every set kept, in alternated runs.
 const SETS_BUDGET: usize = 32 << 20;
 
 /// The cache (see the module docs). Cheap to share: readers hold an `Arc`.
@@ -296,25 +295,17 @@ impl BlockCache {
             inner.bytes -= old.bytes;
         }
         inner.bytes += bytes;
-        while inner.bytes > self.budget {
-            let Some(victim) =
-                inner.terms.iter().min_by_key(|(_, e)| e.last_used).map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some(e) = inner.terms.remove(&victim) {
-                inner.bytes -= e.bytes;
-            }
-        }
+        let inner = &mut *inner;
+        evict(&mut inner.terms, &mut inner.bytes, self.budget, 0, |e| (e.last_used, e.bytes));
         Ok(Some(decoded))
     }
 
     /// The memories whose blocks hold `term` at `generation` (its tail postings
     /// left out), as a set: built from its decoded copy when one is held, or
     /// from `blocks`, at the first ask of each generation, and kept for the
-    /// next (the most recently asked, within [`SETS_BUDGET`] bytes). A `domain` filter asks for its
-    /// domain term's: a term with a long list whose blocks change only when the
-    /// postings tail is merged.
+    /// next (the most recently asked, within [`SETS_BUDGET`] bytes). A `domain`
+    /// filter asks for its domain term's: a term with a long list whose blocks
+    /// change only when the postings tail is merged.
     ///
     /// # Errors
     /// Storage errors; [`crate::Error::Corrupted`] on a malformed block.
@@ -356,15 +347,8 @@ impl BlockCache {
         if let Some(old) = inner.sets.insert(term.to_owned(), (generation, Arc::clone(&set), now)) {
             inner.set_bytes -= old.1.bytes();
         }
-        while inner.set_bytes > self.set_budget && inner.sets.len() > 1 {
-            let Some(oldest) = inner.sets.iter().min_by_key(|(_, s)| s.2).map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some(old) = inner.sets.remove(&oldest) {
-                inner.set_bytes -= old.1.bytes();
-            }
-        }
+        let inner = &mut *inner;
+        evict(&mut inner.sets, &mut inner.set_bytes, self.set_budget, 1, |s| (s.2, s.1.bytes()));
         Ok(set)
     }
 
@@ -382,6 +366,27 @@ impl BlockCache {
     #[must_use]
     pub fn bytes(&self) -> usize {
         self.inner.lock().bytes
+    }
+}
+
+/// Drops the least recently used of `kept` until the `held` bytes fit in
+/// `budget`, keeping at least `floor` of them; `usage` gives an entry's last use
+/// and its bytes.
+fn evict<V>(
+    kept: &mut HashMap<String, V>,
+    held: &mut usize,
+    budget: usize,
+    floor: usize,
+    usage: impl Fn(&V) -> (u64, usize),
+) {
+    while *held > budget && kept.len() > floor {
+        let Some(oldest) = kept.iter().min_by_key(|(_, v)| usage(v).0).map(|(k, _)| k.clone())
+        else {
+            break;
+        };
+        if let Some(v) = kept.remove(&oldest) {
+            *held -= usage(&v).1;
+        }
     }
 }
 
