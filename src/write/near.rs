@@ -192,17 +192,30 @@ impl NearFacts {
     pub(super) fn new(user: Option<&str>, domain: &str, pre: Option<Prefetch>) -> Self {
         let part = schema::fact_partition(user, domain);
         let pre = pre.filter(|p| p.part == part);
-        Self { part, ranked: HashMap::new(), rows: HashMap::new(), cards: HashMap::new(), pre }
+        // Sized for what was read ahead: most of it moves over as it is asked for.
+        let (texts, tokens, cards) =
+            pre.as_ref().map_or((0, 0, 0), |p| (p.ranked.len(), p.rows.len(), p.cards.len()));
+        Self {
+            part,
+            ranked: HashMap::with_capacity(texts),
+            rows: HashMap::with_capacity(tokens),
+            cards: HashMap::with_capacity(cards),
+            pre,
+        }
     }
 
     /// The read-ahead lookups with the transaction's changes to bring them up to
-    /// date, when both are there.
-    fn ahead<'w>(&'w self, w: &'w Writer<'_>) -> Option<(&'w Prefetch, &'w FactChanges)> {
+    /// date, when both are there. Each lookup moves out of `pre` when it is first
+    /// asked for (and is kept in `self` from then on), instead of being copied.
+    fn ahead<'p, 'w>(
+        pre: &'p mut Option<Prefetch>,
+        w: &'w Writer<'_>,
+    ) -> Option<(&'p mut Prefetch, &'w FactChanges)> {
         #[cfg(test)]
         if tests::BRUTE_FORCE.get() {
             return None;
         }
-        Some((self.pre.as_ref()?, w.fact_changes()?))
+        Some((pre.as_mut()?, w.fact_changes()?))
     }
 
     /// The active facts of the partition whose similarity with `text` can reach
@@ -220,10 +233,11 @@ impl NearFacts {
         exclude: &HashSet<u64>,
     ) -> Result<Vec<Fact>> {
         if !self.ranked.contains_key(text) {
-            let ranked = match self.ahead(w).and_then(|(pre, _)| pre.ranked.get(text)) {
-                Some(r) => r.clone(),
-                None => rank(&w.fact_terms, &self.part, text),
-            };
+            let ranked =
+                match Self::ahead(&mut self.pre, w).and_then(|(pre, _)| pre.ranked.remove(text)) {
+                    Some(r) => r,
+                    None => rank(&w.fact_terms, &self.part, text),
+                };
             self.ranked.insert(text.to_owned(), ranked);
         }
         let ranked = self.ranked.get(text).map_or(&[][..], Vec::as_slice);
@@ -241,12 +255,11 @@ impl NearFacts {
         for token in &ranked[..take.min(ranked.len())] {
             if !self.rows.contains_key(token) {
                 let (p, t) = (self.part.as_str(), token.as_str());
-                let found = match self
-                    .ahead(w)
-                    .and_then(|(pre, ch)| pre.rows.get(token).map(|rows| (rows, ch.rows(p, t))))
+                let found = match Self::ahead(&mut self.pre, w)
+                    .and_then(|(pre, ch)| pre.rows.remove(token).map(|rows| (rows, ch.rows(p, t))))
                 {
                     // The snapshot's rows, less those removed since, plus those added.
-                    Some((rows, None)) => rows.clone(),
+                    Some((rows, None)) => rows,
                     Some((rows, Some(changed))) => {
                         let mut found: Vec<u64> = rows
                             .iter()
@@ -271,12 +284,13 @@ impl NearFacts {
         for &d in &docnos {
             if !self.cards.contains_key(&d) {
                 // A card the snapshot has, unless the transaction changed it since.
-                let ahead = self.ahead(w).and_then(|(pre, ch)| {
-                    (!ch.card_changed(&self.part, d)).then(|| pre.cards.get(&d)).flatten()
+                let part = self.part.as_str();
+                let ahead = Self::ahead(&mut self.pre, w).and_then(|(pre, ch)| {
+                    (!ch.card_changed(part, d)).then(|| pre.cards.remove(&d)).flatten()
                 });
                 let found = match ahead {
-                    Some(found) => found.clone(),
-                    None => card(&w.fact_cards, &self.part, d)?,
+                    Some(found) => found,
+                    None => card(&w.fact_cards, part, d)?,
                 };
                 self.cards.insert(d, found);
             }
