@@ -27,7 +27,9 @@ pub mod write;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use error::{Error, Result};
-pub use memory::{Durability, LayerView, Memory, MemoryBuilder, Settings, Snapshot, StoreStats};
+pub use memory::{
+    Durability, LayerView, Memory, MemoryBuilder, Settings, Snapshot, StoreStats, TableSpace,
+};
 pub use model::{
     MemoryCategory, MemoryEntry, MemoryType, SignificanceScore, SomaticMarker, Timestamp,
     Visibility,

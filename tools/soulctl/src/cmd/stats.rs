@@ -9,6 +9,10 @@ pub struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also measure the space each table takes in the file, largest first (reads
+    /// every page: seconds for a million memories).
+    #[arg(long)]
+    space: bool,
 }
 
 /// Runs `stats`.
@@ -17,10 +21,21 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     let mem = super::open_existing(&path)?;
     let stats = mem.stats()?;
     let file_bytes = std::fs::metadata(&path)?.len();
+    let space = if args.space {
+        let pb = super::progress::spinner("measuring");
+        let space = mem.table_space(|name| pb.set_message(name.to_owned()))?;
+        pb.finish_and_clear();
+        Some(space)
+    } else {
+        None
+    };
     if args.json {
         let mut v = serde_json::to_value(&stats)?;
         if let Some(o) = v.as_object_mut() {
             o.insert("file_bytes".into(), file_bytes.into());
+            if let Some(space) = &space {
+                o.insert("tables".into(), serde_json::to_value(space)?);
+            }
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
@@ -41,5 +56,42 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     println!("corpus    {} docs, {} tokens", stats.corpus_docs, stats.corpus_tokens);
     println!("graph     {} nodes, {} edges", stats.graph_nodes, stats.graph_edges);
     println!("ingested  {} ops", stats.ingested_ops);
+    if let Some(space) = &space {
+        print_space(space, stats.memories, file_bytes);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The tables' space: pages, megabytes, bytes per memory and share of the file.
+fn print_space(space: &[soulmem::TableSpace], memories: u64, file_bytes: u64) {
+    println!("space     (stored + bookkeeping + unused bytes in each table's pages)");
+    println!(
+        "  {:<28} {:>12} {:>10} {:>10} {:>10} {:>7}",
+        "table", "rows", "pages", "MB", "B/memory", "file %"
+    );
+    let per = |b: u64| if memories == 0 { 0.0 } else { b as f64 / memories as f64 };
+    let share = |b: u64| if file_bytes == 0 { 0.0 } else { 100.0 * b as f64 / file_bytes as f64 };
+    let mut total = 0u64;
+    for t in space {
+        let b = t.total_bytes();
+        total += b;
+        println!(
+            "  {:<28} {:>12} {:>10} {:>10.1} {:>10.1} {:>7.1}",
+            t.name,
+            t.rows,
+            t.leaf_pages + t.branch_pages,
+            b as f64 / 1e6,
+            per(b),
+            share(b)
+        );
+    }
+    println!(
+        "  {:<28} {:>12} {:>10} {:>10.1} {:>10.1} {:>7.1}",
+        "all tables",
+        "",
+        "",
+        total as f64 / 1e6,
+        per(total),
+        share(total)
+    );
 }
