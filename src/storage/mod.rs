@@ -8,6 +8,7 @@ mod access_log;
 pub mod block_cache;
 pub mod check;
 mod codec;
+pub mod compact;
 pub mod doc_terms;
 mod docinfo;
 pub mod faulty;

@@ -46,6 +46,8 @@ enum Command {
     Check(cmd::check::Args),
     /// Rebuild every index from the entries.
     Reindex(cmd::reindex::Args),
+    /// Rewrite the index tables in key order and shrink the file (the store must be closed).
+    Compact(cmd::compact::Args),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         Command::Ingest(a) => cmd::ingest::run(db, a),
         Command::Check(a) => cmd::check::run(db, a),
         Command::Reindex(a) => cmd::reindex::run(db, a),
+        Command::Compact(a) => cmd::compact::run(db, a),
     };
     match result {
         Ok(code) => code,

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod compact;
 pub mod demo;
 pub mod dump;
 pub mod forget;
