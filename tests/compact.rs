@@ -37,7 +37,7 @@ fn answers(mem: &Memory) -> Vec<(Vec<String>, Vec<f64>)> {
         let mut rq = RecallQuery::new(q.text.clone());
         match i % 3 {
             1 => rq.user_id = Some(q.user_id.clone()),
-            2 => rq.domain = Some(["default", "work", "personal"][i % 3].to_owned()),
+            2 => rq.domain = Some(["default", "work", "personal"][(i / 3) % 3].to_owned()),
             _ => {}
         }
         let r = mem.recall(&rq).expect("recall");

@@ -72,22 +72,23 @@ impl Store {
     /// tables and rows rewritten.
     fn repack(&self, progress: &mut impl FnMut(&str)) -> Result<(u64, u64)> {
         let txn = self.begin_write(true)?;
-        let mut rows = 0u64;
-        rows += repack_table(&txn, USER_TERMS, progress)?;
-        rows += repack_table(&txn, POSTINGS, progress)?;
-        rows += repack_table(&txn, FACT_TOKENS, progress)?;
-        rows += repack_table(&txn, FACT_TERMS, progress)?;
-        rows += repack_table(&txn, FACT_CARDS, progress)?;
-        rows += repack_table(&txn, PREFIXES, progress)?;
-        rows += repack_table(&txn, ATTRIBUTES, progress)?;
-        rows += repack_table(&txn, ENTITIES, progress)?;
-        rows += repack_table(&txn, IMPORTANCE, progress)?;
-        rows += repack_table(&txn, LAYER_ORDER, progress)?;
-        rows += repack_table(&txn, IDS, progress)?;
-        rows += repack_table(&txn, GRAPH_NODES, progress)?;
-        rows += repack_table(&txn, GRAPH_ADJ, progress)?;
+        let rows = [
+            repack_table(&txn, USER_TERMS, progress)?,
+            repack_table(&txn, POSTINGS, progress)?,
+            repack_table(&txn, FACT_TOKENS, progress)?,
+            repack_table(&txn, FACT_TERMS, progress)?,
+            repack_table(&txn, FACT_CARDS, progress)?,
+            repack_table(&txn, PREFIXES, progress)?,
+            repack_table(&txn, ATTRIBUTES, progress)?,
+            repack_table(&txn, ENTITIES, progress)?,
+            repack_table(&txn, IMPORTANCE, progress)?,
+            repack_table(&txn, LAYER_ORDER, progress)?,
+            repack_table(&txn, IDS, progress)?,
+            repack_table(&txn, GRAPH_NODES, progress)?,
+            repack_table(&txn, GRAPH_ADJ, progress)?,
+        ];
         txn.commit()?;
-        Ok((REPACKED, rows))
+        Ok((rows.len() as u64, rows.iter().sum()))
     }
 
     /// Lets redb move pages to the front of the file and truncate it, until it
@@ -97,9 +98,6 @@ impl Store {
         Ok(())
     }
 }
-
-/// The tables [`Store::repack`] rewrites.
-const REPACKED: u64 = 13;
 
 /// Copies `def` in key order into a new table, drops it and renames the copy
 /// to its name. Returns the rows copied.
