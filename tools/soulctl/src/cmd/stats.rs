@@ -71,27 +71,22 @@ fn print_space(space: &[soulmem::TableSpace], memories: u64, file_bytes: u64) {
     );
     let per = |b: u64| if memories == 0 { 0.0 } else { b as f64 / memories as f64 };
     let share = |b: u64| if file_bytes == 0 { 0.0 } else { 100.0 * b as f64 / file_bytes as f64 };
-    let mut total = 0u64;
-    for t in space {
-        let b = t.total_bytes();
-        total += b;
+    let line = |name: &str, rows: String, pages: String, b: u64| {
         println!(
-            "  {:<28} {:>12} {:>10} {:>10.1} {:>10.1} {:>7.1}",
-            t.name,
-            t.rows,
-            t.leaf_pages + t.branch_pages,
+            "  {name:<28} {rows:>12} {pages:>10} {:>10.1} {:>10.1} {:>7.1}",
             b as f64 / 1e6,
             per(b),
             share(b)
         );
+    };
+    for t in space {
+        line(
+            &t.name,
+            t.rows.to_string(),
+            (t.leaf_pages + t.branch_pages).to_string(),
+            t.total_bytes(),
+        );
     }
-    println!(
-        "  {:<28} {:>12} {:>10} {:>10.1} {:>10.1} {:>7.1}",
-        "all tables",
-        "",
-        "",
-        total as f64 / 1e6,
-        per(total),
-        share(total)
-    );
+    let total = space.iter().map(soulmem::TableSpace::total_bytes).sum();
+    line("all tables", String::new(), String::new(), total);
 }
