@@ -1054,6 +1054,7 @@ impl Memory {
             ("fact_cards", r.fact_cards()?.len()?),
             ("entities", r.entities()?.len()?),
             ("user_terms", r.user_terms()?.len()?),
+            ("rowless_owners", r.rowless_owners()?.len()?),
             ("importance", r.importance()?.len()?),
             ("layer_order", r.layer_order()?.len()?),
         ];

@@ -348,8 +348,13 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     }
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
-    // Schema 10 added the domain terms' postings (all in blocks here).
-    strip_postings(&txn, soulmem::storage::keys::DOMAIN_TERM_PREFIX);
+    // Schema 11 added the rowless owners (none here).
+    let rowless: redb::TableDefinition<&str, ()> = redb::TableDefinition::new("rowless_owners");
+    assert!(txn.delete_table(rowless).expect("drop rowless owners"));
+    if version < 10 {
+        // Schema 10 added the domain terms' postings (all in blocks here).
+        strip_postings(&txn, soulmem::storage::keys::DOMAIN_TERM_PREFIX);
+    }
     if version < 9 {
         // Schema 9 added the superseded bitmap.
         let bitmap: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("superseded");
@@ -399,15 +404,16 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     txn.commit().expect("commit");
 }
 
-/// Schema-3 to 9 stores open as schema 10: an empty postings tail that the next
+/// Schema-3 to 10 stores open as schema 11: an empty postings tail that the next
 /// small write starts, a card for every active fact, which dedup reads, compact
 /// records that hold the access metadata, each memory's terms row, which a
 /// `user_id`-filtered recall scores, its owner and domain terms' postings
 /// (which `check` verifies with every other posting), and the superseded bitmap
-/// (which `check` verifies against the records, and recall skips on).
+/// (which `check` verifies against the records, and recall skips on), and the
+/// rowless owners' table (empty: every owner keeps its rows).
 #[test]
 fn older_schemas_are_upgraded_on_open() {
-    for version in [3u32, 4, 5, 6, 7, 8, 9] {
+    for version in [3u32, 4, 5, 6, 7, 8, 9, 10] {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(format!("v{version}.redb"));
         old_store(&path, version, |_| {});
@@ -445,9 +451,10 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
-        assert_eq!(schema_of(&path), 10);
+        assert_eq!(schema_of(&path), 11);
         let names = table_names(&path);
         assert!(!names.iter().any(|n| n == "users"), "schema {version}: {names:?}");
+        assert!(names.iter().any(|n| n == "rowless_owners"), "schema {version}: {names:?}");
     }
 }
 
@@ -522,7 +529,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
     let mem = Memory::open(&path).expect("upgraded despite the damage");
     assert!(!mem.check(|_| {}).expect("check").is_ok(), "the damage is reported");
     drop(mem);
-    assert_eq!(schema_of(&path), 10);
+    assert_eq!(schema_of(&path), 11);
     let names = table_names(&path);
     assert!(!names.iter().any(|n| n.contains("ghost")), "{names:?}");
 }

@@ -843,7 +843,8 @@ pub struct Listed {
 
 impl Listed {
     /// The rows of every memory of `owners` (user ids, `""` for unattributed
-    /// memories), or `None` when they hold more than `max` memories together.
+    /// memories), or `None` when they hold more than `max` memories together or
+    /// one of them has no rows (it grew past `storage::doc_terms::ROW_CAP`).
     ///
     /// # Errors
     /// Storage errors.
@@ -852,6 +853,11 @@ impl Listed {
         // already, instead of after reading `max` rows.
         if crate::read::filters::owner_memories(r, owners)? > max as u64 {
             return Ok(None);
+        }
+        for &o in owners {
+            if r.is_rowless(o)? {
+                return Ok(None);
+            }
         }
         let mut out = Self::default();
         for &o in owners {

@@ -20,6 +20,7 @@ pub mod smart;
 pub mod vector;
 
 pub use query::{Recall, RecallQuery, RecallTrace, ScoreParts, TraceEntry};
+pub(crate) use recall::LISTED_CEILING;
 pub use recall::{bump_access, query_terms};
 
 use crate::error::Result;

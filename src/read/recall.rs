@@ -38,11 +38,17 @@ const PARALLEL_RANKING: usize = 256;
 /// rows of 1,000 memories load in ~0.11 ms and score in ~0.13 ms, the postings
 /// search took ~0.6 ms. The rows cost about linearly in their number, the
 /// postings search far less than linearly in the store's size, hence a bound
-/// that grows with the store: a 64th of it, from 256 to 2,048 memories.
+/// that grows with the store: a 64th of it, from 256 to [`LISTED_CEILING`]
+/// memories.
 #[must_use]
 pub fn listed_max(docs: u64) -> usize {
-    usize::try_from(docs / 64).unwrap_or(usize::MAX).clamp(256, 2_048)
+    usize::try_from(docs / 64).unwrap_or(usize::MAX).clamp(256, LISTED_CEILING)
 }
+
+/// The most memories [`listed_max`] ever allows: an owner holding more is never
+/// scored from its rows, whatever the store's size (so the store drops them past
+/// `storage::doc_terms::ROW_CAP`).
+pub const LISTED_CEILING: usize = 2_048;
 
 /// Where the text candidates of a recall filtered by a user come from: the
 /// memories the user may be shown (theirs and the unattributed ones).

@@ -14,6 +14,14 @@
 //! hashing alike would score a memory for a term it does not hold, and among a
 //! million distinct terms the chance that any two collide is about 3 in 10^8.
 //!
+//! Only an owner that could be scored from its rows keeps them: once it holds
+//! more than [`ROW_CAP`] memories (twice what a listed search ever reads, see
+//! `read::recall::LISTED_CEILING`), the writer drops its rows and marks it in
+//! `rowless_owners`, and its later memories get none. On a store holding one
+//! user's million memories this table would otherwise be the largest, and never
+//! read. A marked owner stays marked if it shrinks (its recalls search the
+//! postings, as they would past the ceiling); `reindex` decides afresh.
+//!
 //! Encoding: the length (varint, in the index's half units), the number of terms
 //! `n` (varint), `n` hashes (u64 little-endian, ascending, distinct), then the `n`
 //! weighted frequencies in the same order (varints).
@@ -52,6 +60,26 @@ pub fn encode(keys: &IndexKeys) -> Vec<u8> {
         put(&mut out, u64::from(*tf));
     }
     out
+}
+
+/// Owners holding more memories than this have no rows (see the module notes).
+pub const ROW_CAP: u64 = 4_096;
+
+const _: () = assert!(ROW_CAP >= 2 * crate::read::LISTED_CEILING as u64);
+
+/// Drops every row of `owner` and marks it rowless (nothing when it already is).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn drop_owner_rows(
+    rows: &mut redb::Table<'_, (&str, u64), &[u8]>,
+    marks: &mut redb::Table<'_, &str, ()>,
+    owner: &str,
+) -> Result<()> {
+    if marks.insert(owner, ())?.is_none() {
+        rows.retain_in((owner, 0u64)..=(owner, u64::MAX), |_, _| false)?;
+    }
+    Ok(())
 }
 
 fn corrupt(what: &str) -> Error {

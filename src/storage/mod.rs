@@ -450,6 +450,10 @@ impl Store {
                         // Schema 10 adds each memory's domain term to the postings.
                         rebuild::upgrade_to_10(&db, profile)?;
                     }
+                    if found < 11 {
+                        // Schema 11 drops the terms rows of owners past a cap.
+                        rebuild::upgrade_to_11(&db)?;
+                    }
                 }
                 profile
             }

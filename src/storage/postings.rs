@@ -436,7 +436,8 @@ impl Pending {
 
     /// Applies every buffered change, in term order, to the blocks and info rows;
     /// each touched term's info gets `generation` (a new random number per call,
-    /// see `storage::block_cache`).
+    /// see `storage::block_cache`). Returns the terms starting with `watched`
+    /// that the changes grew, with their document frequencies after.
     ///
     /// # Errors
     /// Storage errors; [`Error::Corrupted`] on a malformed block.
@@ -444,23 +445,30 @@ impl Pending {
         &mut self,
         blocks: &mut Table<'_, (Str, u64), Bytes>,
         generation: u64,
-    ) -> Result<()> {
+        watched: &str,
+    ) -> Result<Vec<(String, u64)>> {
         self.clear_counts();
         let mut all: Vec<(String, TermOps)> = self.terms.drain().collect();
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut grown = Vec::new();
         for (term, ops) in all {
-            apply_term(blocks, &term, &ops, generation)?;
+            let df = apply_term(blocks, &term, &ops, generation)?;
+            if ops.df > 0 && term.starts_with(watched) {
+                grown.push((term, df));
+            }
         }
-        Ok(())
+        Ok(grown)
     }
 }
 
+/// Applies `t` to `term`'s blocks and info row; returns its document frequency
+/// after.
 fn apply_term(
     blocks: &mut Table<'_, (Str, u64), Bytes>,
     term: &str,
     t: &TermOps,
     generation: u64,
-) -> Result<()> {
+) -> Result<u64> {
     let ops: Vec<(u64, Option<(u32, u32)>)> = t.ops.iter().map(|(d, o)| (*d, *o)).collect();
     let mut added = Impacts::default();
     for (_, o) in &ops {
@@ -512,7 +520,7 @@ fn apply_term(
         info.generation = generation;
         blocks.insert((term, INFO), info.encode().as_slice())?;
     }
-    Ok(())
+    Ok(info.df)
 }
 
 /// The postings `ops` writes (its removals left out).
@@ -703,7 +711,7 @@ mod tests {
                             p.remove("x", d);
                         }
                     }
-                    p.apply(&mut blocks, 1).expect("test store");
+                    p.apply(&mut blocks, 1, "").expect("test store");
                     let got = postings_of(&blocks, "x").expect("test store");
                     let want: Vec<Posting> = model.iter()
                         .map(|(d, (tf, len))| Posting { docno: *d, tf: *tf, len: *len }).collect();

@@ -41,6 +41,7 @@ pub struct Reader {
     fact_cards: OnceLock<ReadOnlyTable<(Str, u64), Bytes>>,
     entities: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     user_terms: OnceLock<ReadOnlyTable<(Str, u64), Bytes>>,
+    rowless: OnceLock<ReadOnlyTable<Str, ()>>,
     superseded: OnceLock<ReadOnlyTable<u64, Bytes>>,
     importance: OnceLock<ReadOnlyTable<ImportanceKey, ()>>,
     layer_order: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
@@ -106,6 +107,7 @@ impl Reader {
             fact_cards: OnceLock::new(),
             entities: OnceLock::new(),
             user_terms: OnceLock::new(),
+            rowless: OnceLock::new(),
             superseded: OnceLock::new(),
             importance: OnceLock::new(),
             layer_order: OnceLock::new(),
@@ -214,6 +216,19 @@ impl Reader {
     /// Each memory's own index terms, by owner (see [`super::doc_terms`]).
     pub(crate) fn user_terms(&self) -> Result<&ReadOnlyTable<(Str, u64), Bytes>> {
         self.lazy(&self.user_terms, USER_TERMS)
+    }
+
+    /// The owners without `user_terms` rows (see [`super::doc_terms::ROW_CAP`]).
+    pub(crate) fn rowless_owners(&self) -> Result<&ReadOnlyTable<Str, ()>> {
+        self.lazy(&self.rowless, ROWLESS)
+    }
+
+    /// Whether `owner`'s memories have no `user_terms` rows.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) fn is_rowless(&self, owner: &str) -> Result<bool> {
+        Ok(self.rowless_owners()?.get(owner)?.is_some())
     }
 
     /// The superseded-memories bitmap (`storage::superseded`).

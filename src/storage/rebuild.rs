@@ -46,6 +46,7 @@ fn delete_index_tables(txn: &WriteTransaction) -> Result<()> {
     txn.delete_table(ENTITIES)?;
     txn.delete_table(USERS)?;
     txn.delete_table(USER_TERMS)?;
+    txn.delete_table(ROWLESS)?;
     txn.delete_table(IMPORTANCE)?;
     txn.delete_table(LAYER_ORDER)?;
     txn.delete_table(POSTING_TAIL)?;
@@ -522,6 +523,19 @@ pub(crate) fn upgrade_to_10(db: &redb::Database, profile: crate::Profile) -> Res
     let domains = domains.into_iter().map(|(d, docs)| (super::keys::domain_term(&d), docs));
     add_tag_postings(&txn, profile, domains, super::keys::DOMAIN_TERM_UNITS)?;
     txn.open_table(META)?.insert(meta_keys::SCHEMA, 10u32.to_le_bytes().as_slice())?;
+    txn.commit()?;
+    Ok(())
+}
+
+/// Upgrades a schema-10 store to schema 11: adds the empty `rowless_owners`
+/// table. Every owner keeps its `user_terms` rows, as schema 10 did, until a
+/// write finds it past [`super::doc_terms::ROW_CAP`] (or `reindex` runs). The
+/// version changes because a schema-10 binary would read a marked owner's
+/// missing rows as an owner without memories.
+pub(crate) fn upgrade_to_11(db: &redb::Database) -> Result<()> {
+    let txn = db.begin_write()?;
+    txn.open_table(ROWLESS)?;
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, 11u32.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 10;
+pub const SCHEMA_VERSION: u32 = 11;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -82,11 +82,19 @@ pub const ENTITIES: TableDefinition<(&str, u64), ()> = TableDefinition::new("ent
 /// dropped by the upgrade to schema 8.
 pub const USERS: TableDefinition<(&str, u64), ()> = TableDefinition::new("users");
 
-/// `(user_id or "", docno) → the memory's index terms` for every entry: each term
-/// with its weighted frequency, and the memory's length, as its postings hold
-/// them (`storage::doc_terms` has the encoding). A `user_id`-filtered recall of an
-/// owner with few memories scores them from these neighbouring rows (schema 7).
+/// `(user_id or "", docno) → the memory's index terms` for every entry of an
+/// owner not in [`ROWLESS`]: each term with its weighted frequency, and the
+/// memory's length, as its postings hold them (`storage::doc_terms` has the
+/// encoding). A `user_id`-filtered recall of an owner with few memories scores
+/// them from these neighbouring rows (schema 7).
 pub const USER_TERMS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("user_terms");
+
+/// `user_id or "" → ()` for every owner whose `user_terms` rows were dropped
+/// when it grew past `storage::doc_terms::ROW_CAP` memories (schema 11): far
+/// too many to be scored from rows, so a recall filtered by it searches the
+/// postings. Its memories get no rows while it is marked; `reindex` decides
+/// afresh.
+pub const ROWLESS: TableDefinition<&str, ()> = TableDefinition::new("rowless_owners");
 
 /// `docno / 32768 → bitmap` of the superseded memories (schema 9): one bit per
 /// docno, a row only where one is set (`storage::superseded`). Recall skips them

@@ -7,7 +7,7 @@ use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use super::codec::{decode, decode_self_model, encode, encode_self_model};
 use super::docinfo::DocInfo;
-use super::keys::{IndexKeys, index_keys, index_keys_with};
+use super::keys::{IndexKeys, OWNER_TERM_PREFIX, index_keys, index_keys_with};
 use super::schema::{self, *};
 use super::{CorpusStats, doc_terms, meta_keys, postings, query, tail};
 use crate::Profile;
@@ -33,6 +33,8 @@ pub struct Writer<'t> {
     pub(crate) fact_cards: Table<'t, (Str, u64), Bytes>,
     pub(crate) entities: Table<'t, (Str, u64), ()>,
     pub(crate) user_terms: Table<'t, (Str, u64), Bytes>,
+    /// Owners without `user_terms` rows (see [`doc_terms::ROW_CAP`]).
+    rowless: Table<'t, Str, ()>,
     pub(crate) importance: Table<'t, (Str, u8, i64, u64), ()>,
     pub(crate) layer_order: Table<'t, (Str, u64), ()>,
     pub(crate) context: Table<'t, u64, Str>,
@@ -278,6 +280,7 @@ impl<'t> Writer<'t> {
             fact_cards: txn.open_table(FACT_CARDS)?,
             entities: txn.open_table(ENTITIES)?,
             user_terms: txn.open_table(USER_TERMS)?,
+            rowless: txn.open_table(ROWLESS)?,
             importance: txn.open_table(IMPORTANCE)?,
             layer_order: txn.open_table(LAYER_ORDER)?,
             context: txn.open_table(CONTEXT)?,
@@ -687,8 +690,16 @@ impl<'t> Writer<'t> {
             self.entities.insert(k, ())?;
         }
         term_rows.sort_unstable_by_key(|(k, _)| *k);
+        let mut owner: Option<(&str, bool)> = None;
         for (k, row) in term_rows {
-            self.user_terms.insert(k, row.as_slice())?;
+            let rows = match owner {
+                Some((o, rows)) if o == k.0 => rows,
+                _ => self.rowless.get(k.0)?.is_none(),
+            };
+            owner = Some((k.0, rows));
+            if rows {
+                self.user_terms.insert(k, row.as_slice())?;
+            }
         }
         imp.sort_unstable();
         for k in imp {
@@ -831,7 +842,7 @@ impl<'t> Writer<'t> {
                 self.entities.insert((ent.as_str(), docno), ())?;
             }
         }
-        if !same.user || !same.postings {
+        if (!same.user || !same.postings) && self.rowless.get(user)?.is_none() {
             self.user_terms.insert((user, docno), doc_terms::encode(keys).as_slice())?;
         }
         if !same.importance {
@@ -925,6 +936,8 @@ impl<'t> Writer<'t> {
 
     /// Writes the buffered posting changes to the blocks, after the tail's
     /// postings (merged first, so the blocks never hold a docno above the tail's).
+    /// An owner they take past [`doc_terms::ROW_CAP`] memories loses its
+    /// `user_terms` rows.
     fn apply_pending(&mut self) -> Result<()> {
         if self.tail.len()? > 0 {
             for (docno, doc) in tail::rows(&self.tail)? {
@@ -935,7 +948,15 @@ impl<'t> Writer<'t> {
             self.tail.retain(|_, _| false)?;
             self.tail_writes.merge();
         }
-        self.pending.apply(&mut self.postings, tail::new_version())
+        let grown =
+            self.pending.apply(&mut self.postings, tail::new_version(), OWNER_TERM_PREFIX)?;
+        for (term, df) in grown {
+            if df > doc_terms::ROW_CAP {
+                let owner = &term[OWNER_TERM_PREFIX.len()..];
+                doc_terms::drop_owner_rows(&mut self.user_terms, &mut self.rowless, owner)?;
+            }
+        }
+        Ok(())
     }
 
     /// The self-model as of this point in the transaction, for update in place; it
