@@ -451,7 +451,8 @@ impl Store {
                         rebuild::upgrade_to_10(&db, profile)?;
                     }
                     if found < 11 {
-                        // Schema 11 drops the terms rows of owners past a cap.
+                        // Schema 11 marks the owners whose terms rows were dropped
+                        // (none yet: they go once a write takes one past the cap).
                         rebuild::upgrade_to_11(&db)?;
                     }
                 }

@@ -694,7 +694,7 @@ impl<'t> Writer<'t> {
         for (k, row) in term_rows {
             let rows = match owner {
                 Some((o, rows)) if o == k.0 => rows,
-                _ => self.rowless.get(k.0)?.is_none(),
+                _ => self.keeps_rows(k.0)?,
             };
             owner = Some((k.0, rows));
             if rows {
@@ -842,7 +842,7 @@ impl<'t> Writer<'t> {
                 self.entities.insert((ent.as_str(), docno), ())?;
             }
         }
-        if (!same.user || !same.postings) && self.rowless.get(user)?.is_none() {
+        if (!same.user || !same.postings) && self.keeps_rows(user)? {
             self.user_terms.insert((user, docno), doc_terms::encode(keys).as_slice())?;
         }
         if !same.importance {
@@ -932,6 +932,12 @@ impl<'t> Writer<'t> {
             self.apply_pending()?;
         }
         Ok(())
+    }
+
+    /// Whether `owner`'s memories get `user_terms` rows (it is not marked
+    /// rowless, see [`doc_terms::ROW_CAP`]).
+    fn keeps_rows(&self, owner: &str) -> Result<bool> {
+        Ok(self.rowless.get(owner)?.is_none())
     }
 
     /// Writes the buffered posting changes to the blocks, after the tail's
