@@ -410,7 +410,7 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
 /// `user_id`-filtered recall scores, its owner and domain terms' postings
 /// (which `check` verifies with every other posting), and the superseded bitmap
 /// (which `check` verifies against the records, and recall skips on), and the
-/// rowless owners' table (empty: every owner keeps its rows).
+/// rowless owners' table (empty: no owner here is past the cap).
 #[test]
 fn older_schemas_are_upgraded_on_open() {
     for version in [3u32, 4, 5, 6, 7, 8, 9, 10] {

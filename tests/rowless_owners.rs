@@ -132,3 +132,84 @@ fn single_writes_mark_an_owner_when_its_postings_reach_the_blocks() {
     let found = recall_as(&mem, "grower", &word(100_799));
     assert_eq!(found, [format!("Grower single {} about hazel", word(100_799))]);
 }
+
+/// Gives `owner` back its terms rows (as a schema-10 writer wrote them) in the
+/// closed store at `path`, unmarks it, and stamps the store `version`.
+fn as_written_before_the_cap(
+    path: &std::path::Path,
+    owner: &str,
+    entries: &[MemoryEntry],
+    version: u32,
+) {
+    use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+    let db = redb::Database::create(path).expect("db");
+    let txn = db.begin_write().expect("txn");
+    {
+        let ids: redb::Table<&str, u64> = txn.open_table(TableDefinition::new("ids")).expect("ids");
+        let mut rows: redb::Table<(&str, u64), &[u8]> =
+            txn.open_table(TableDefinition::new("user_terms")).expect("rows");
+        for e in entries {
+            let docno = ids.get(e.id.as_str()).expect("get").expect("stored").value();
+            let keys = soulmem::storage::keys::index_keys(e, Profile::Default, None);
+            let row = soulmem::storage::doc_terms::encode(&keys);
+            rows.insert((owner, docno), row.as_slice()).expect("insert");
+        }
+        let mut marks: redb::Table<&str, ()> =
+            txn.open_table(TableDefinition::new("rowless_owners")).expect("marks");
+        marks.remove(owner).expect("unmark");
+        let mut meta: redb::Table<&str, &[u8]> =
+            txn.open_table(TableDefinition::new("meta")).expect("meta");
+        meta.insert("schema_version", version.to_le_bytes().as_slice()).expect("schema");
+    }
+    if version < 11 {
+        let marks: TableDefinition<&str, ()> = TableDefinition::new("rowless_owners");
+        assert!(txn.delete_table(marks).expect("drop marks"));
+    }
+    txn.commit().expect("commit");
+    let read = db.begin_read().expect("read");
+    let meta: redb::ReadOnlyTable<&str, &[u8]> =
+        read.open_table(TableDefinition::new("meta")).expect("meta");
+    let v = meta.get("schema_version").expect("get").expect("row");
+    assert_eq!(v.value(), version.to_le_bytes());
+}
+
+/// A schema-10 store (every owner with rows) drops a large owner's rows and
+/// marks it when it is opened, so no later write has to.
+#[test]
+fn the_upgrade_drops_a_large_owners_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v10.redb");
+    let big: Vec<MemoryEntry>;
+    {
+        let mem = open(&path);
+        let mut batch: Vec<MemoryEntry> = (0..ROW_CAP + 50)
+            .map(|i| entry(Some("big"), format!("Big note {} about orchard trees", word(i))))
+            .collect();
+        batch.extend(
+            (0..100).map(|i| entry(Some("small"), format!("Small note {}", word(10_000 + i)))),
+        );
+        let ids = mem.add_batch(batch).expect("add");
+        assert_eq!(rows(&mem, "rowless_owners"), 1);
+        big = ids
+            .iter()
+            .take(usize::try_from(ROW_CAP + 50).expect("fits"))
+            .map(|id| mem.get(id).expect("get").expect("stored"))
+            .collect();
+    }
+    // The rows rebuilt here are the writer's own: with them and no mark, the
+    // current schema checks clean.
+    as_written_before_the_cap(&path, "big", &big, 11);
+    {
+        let mem = open(&path);
+        assert_eq!(rows(&mem, "user_terms"), ROW_CAP + 150);
+        assert_eq!(rows(&mem, "rowless_owners"), 0);
+        assert!(mem.check(|_| {}).expect("check").is_ok());
+    }
+    as_written_before_the_cap(&path, "big", &big, 10);
+    let mem = open(&path);
+    assert_eq!(rows(&mem, "user_terms"), 100);
+    assert_eq!(rows(&mem, "rowless_owners"), 1);
+    assert!(mem.check(|_| {}).expect("check").is_ok());
+    let found = recall_as(&mem, "big", &word(7));
+    assert_eq!(found, [format!("Big note {} about orchard trees", word(7))]);
+}

@@ -451,8 +451,7 @@ impl Store {
                         rebuild::upgrade_to_10(&db, profile)?;
                     }
                     if found < 11 {
-                        // Schema 11 marks the owners whose terms rows were dropped
-                        // (none yet: they go once a write takes one past the cap).
+                        // Schema 11 keeps no terms rows for owners past a cap.
                         rebuild::upgrade_to_11(&db)?;
                     }
                 }

@@ -527,14 +527,40 @@ pub(crate) fn upgrade_to_10(db: &redb::Database, profile: crate::Profile) -> Res
     Ok(())
 }
 
-/// Upgrades a schema-10 store to schema 11: adds the empty `rowless_owners`
-/// table. Every owner keeps its `user_terms` rows, as schema 10 did, until a
-/// write finds it past [`super::doc_terms::ROW_CAP`] (or `reindex` runs). The
-/// version changes because a schema-10 binary would read a marked owner's
-/// missing rows as an owner without memories.
+/// Upgrades a schema-10 store to schema 11, in one transaction: creates the
+/// `rowless_owners` table, and drops the `user_terms` rows of every owner whose
+/// owner term's postings in the blocks hold more than
+/// [`super::doc_terms::ROW_CAP`] memories, as the writer would have (so the
+/// first write after the upgrade does not drop a large owner's million rows
+/// inside an observe). The version changes because a schema-10 binary would
+/// read a marked owner's missing rows as an owner without memories.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on a malformed term info row.
 pub(crate) fn upgrade_to_11(db: &redb::Database) -> Result<()> {
+    use super::keys::OWNER_TERM_PREFIX;
     let txn = db.begin_write()?;
-    txn.open_table(ROWLESS)?;
+    {
+        let mut large = Vec::new();
+        {
+            let blocks = txn.open_table(POSTINGS)?;
+            for row in blocks.range((OWNER_TERM_PREFIX, 0u64)..)? {
+                let (k, v) = row?;
+                let (term, docno) = k.value();
+                let Some(owner) = term.strip_prefix(OWNER_TERM_PREFIX) else { break };
+                if docno == super::postings::INFO
+                    && super::postings::TermInfo::decode(v.value())?.df > super::doc_terms::ROW_CAP
+                {
+                    large.push(owner.to_owned());
+                }
+            }
+        }
+        let mut rows = txn.open_table(USER_TERMS)?;
+        let mut marks = txn.open_table(ROWLESS)?;
+        for owner in &large {
+            super::doc_terms::drop_owner_rows(&mut rows, &mut marks, owner)?;
+        }
+    }
     txn.open_table(META)?.insert(meta_keys::SCHEMA, 11u32.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
