@@ -601,3 +601,90 @@ fn one_field_updates_keep_every_index_exact() {
         mem.recall(&q).expect("recall").memories.into_iter().map(|m| m.id).collect();
     assert_eq!(found, vec![id]);
 }
+
+/// A term's postings added over several transactions can leave a block whose
+/// bound, coarsened to one pair past four, is above the term's own (kept exact
+/// over every posting as it is added): both bound every posting, so `check`
+/// accepts it and recall finds the same memories. Before, `check` compared
+/// the two bounds and reported such a store (any observed store of ~10k
+/// memories) as needing a reindex.
+#[test]
+fn a_block_bound_above_its_terms_checks_clean() {
+    // Distinct letter-only filler words.
+    let filler = |i: usize| -> String {
+        let mut out = String::from("qx");
+        let mut n = i;
+        loop {
+            out.push(char::from(b'a' + u8::try_from(n % 26).expect("fits")));
+            n /= 26;
+            if n == 0 {
+                return out;
+            }
+        }
+    };
+    let mut next = 0usize;
+    // A memory holding "zeta" `times` times among `words` words.
+    let mut doc = |times: usize, words: usize| -> MemoryEntry {
+        let mut w: Vec<String> = vec!["zeta".to_owned(); times];
+        for _ in times..words {
+            w.push(filler(next));
+            next += 1;
+        }
+        MemoryEntry::new(MemoryType::Semantic, w.join(" "))
+    };
+    // Each batch is over the postings tail's 256 memories, so each reaches
+    // the blocks in its own transaction.
+    let padded = |mut batch: Vec<MemoryEntry>, doc: &mut dyn FnMut(usize, usize) -> MemoryEntry| {
+        while batch.len() < 300 {
+            batch.push(doc(0, 4));
+        }
+        batch
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bounds.redb");
+    let mem = Memory::open(&path).expect("open");
+    // A first block of "zeta" (full at 128 postings) with one short memory
+    // holding it three times: the term's bound.
+    let mut first: Vec<MemoryEntry> = (0..140).map(|_| doc(1, 12)).collect();
+    first.push(doc(3, 9));
+    mem.add_batch(padded(first, &mut doc)).expect("add");
+    // The next block gets (1, 10), (4, 40), (5, 50), then (2, 20), (3, 30):
+    // five pairs of its own, coarsened to (5, 10), which no posting reaches.
+    let second = vec![doc(1, 10), doc(4, 40), doc(5, 50)];
+    mem.add_batch(padded(second, &mut doc)).expect("add");
+    let third = vec![doc(2, 20), doc(3, 30)];
+    mem.add_batch(padded(third, &mut doc)).expect("add");
+    let report = mem.check(|_| {}).expect("check");
+    assert!(report.is_ok(), "{:?}", report.problems);
+    let mut q = soulmem::RecallQuery::new("zeta");
+    q.limit = 3;
+    let hits = mem.recall(&q).expect("recall");
+    assert!(hits.memories.iter().all(|m| m.content.contains("zeta")), "{hits:?}");
+    assert_eq!(hits.memories.len(), 3);
+    drop(mem);
+    // A term bound that some posting exceeds is still reported.
+    {
+        use soulmem::storage::postings::{INFO, Impacts, TermInfo};
+        let db = redb::Database::create(&path).expect("db");
+        let txn = db.begin_write().expect("txn");
+        {
+            let mut blocks: redb::Table<(&str, u64), &[u8]> =
+                txn.open_table(redb::TableDefinition::new("posting_blocks")).expect("blocks");
+            let old =
+                TermInfo::decode(blocks.get(("zeta", INFO)).expect("get").expect("info").value())
+                    .expect("decode");
+            let mut impacts = Impacts::default();
+            impacts.add(2, 40);
+            let low = TermInfo { impacts, ..old };
+            blocks.insert(("zeta", INFO), low.encode().as_slice()).expect("insert");
+        }
+        txn.commit().expect("commit");
+    }
+    let mem = Memory::open(&path).expect("open");
+    let report = mem.check(|_| {}).expect("check");
+    assert!(
+        report.problems.iter().any(|p| p.contains("\"zeta\"'s bound is below one of its postings")),
+        "{:?}",
+        report.problems
+    );
+}
