@@ -1,6 +1,8 @@
 //! Index consistency: random add / update / supersede / remove sequences, then every
 //! index is compared with a brute-force derivation from the entries.
 
+mod words_common;
+
 use proptest::prelude::*;
 use redb::ReadableDatabase;
 use redb::{ReadableTable, ReadableTableMetadata};
@@ -610,24 +612,12 @@ fn one_field_updates_keep_every_index_exact() {
 /// memories) as needing a reindex.
 #[test]
 fn a_block_bound_above_its_terms_checks_clean() {
-    // Distinct letter-only filler words.
-    let filler = |i: usize| -> String {
-        let mut out = String::from("qx");
-        let mut n = i;
-        loop {
-            out.push(char::from(b'a' + u8::try_from(n % 26).expect("fits")));
-            n /= 26;
-            if n == 0 {
-                return out;
-            }
-        }
-    };
-    let mut next = 0usize;
+    let mut next = 0u64;
     // A memory holding "zeta" `times` times among `words` words.
     let mut doc = |times: usize, words: usize| -> MemoryEntry {
         let mut w: Vec<String> = vec!["zeta".to_owned(); times];
         for _ in times..words {
-            w.push(filler(next));
+            w.push(words_common::word("qx", next));
             next += 1;
         }
         MemoryEntry::new(MemoryType::Semantic, w.join(" "))

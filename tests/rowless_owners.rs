@@ -4,6 +4,8 @@
 //! after it shrinks back under the listed-search bound), `check` agrees, and
 //! `reindex` decides afresh.
 
+mod words_common;
+
 use soulmem::storage::doc_terms::ROW_CAP;
 use soulmem::{Memory, MemoryEntry, MemoryType, Profile, RecallQuery, Settings};
 
@@ -20,15 +22,7 @@ fn entry(user: Option<&str>, text: String) -> MemoryEntry {
 
 /// A word of letters only, distinct for each `i`.
 fn word(i: u64) -> String {
-    let mut out = String::from("zq");
-    let mut n = i;
-    loop {
-        out.push(char::from(b'a' + u8::try_from(n % 26).expect("fits")));
-        n /= 26;
-        if n == 0 {
-            return out;
-        }
-    }
+    words_common::word("zq", i)
 }
 
 fn rows(mem: &Memory, table: &str) -> u64 {
