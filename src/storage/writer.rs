@@ -957,8 +957,9 @@ impl<'t> Writer<'t> {
         let grown =
             self.pending.apply(&mut self.postings, tail::new_version(), OWNER_TERM_PREFIX)?;
         for (term, df) in grown {
-            if df > doc_terms::ROW_CAP {
-                let owner = &term[OWNER_TERM_PREFIX.len()..];
+            if let Some(owner) = term.strip_prefix(OWNER_TERM_PREFIX)
+                && df > doc_terms::ROW_CAP
+            {
                 doc_terms::drop_owner_rows(&mut self.user_terms, &mut self.rowless, owner)?;
             }
         }
