@@ -175,10 +175,9 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     rows += redb::ReadableTableMetadata::len(r.superseded()?)?;
     diff("superseded", &want_sup, &got_sup, p);
     let mut got_post = BTreeMap::new();
-    // Each term's blocks as (first, last docno), and the exact Pareto frontier
-    // of its blocks' (tf, length) pairs.
-    let mut block_spans: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
-    let mut frontiers: BTreeMap<String, Vec<(u32, u32)>> = BTreeMap::new();
+    // Per term: the last docno of its blocks so far, and the exact Pareto
+    // frontier of their (tf, length) pairs.
+    let mut seen: BTreeMap<String, (u64, Vec<(u32, u32)>)> = BTreeMap::new();
     let mut infos: BTreeMap<String, super::postings::TermInfo> = BTreeMap::new();
     for row in r.postings.range::<(&str, u64)>(..)? {
         let (k, v) = row?;
@@ -210,11 +209,17 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         if list.first().map(|q| q.docno) != Some(first) {
             p.push(format!("postings: block ({t:?}, {first}) does not start at its key"));
         }
-        let spans = block_spans.entry(t.to_owned()).or_default();
-        if spans.last().is_some_and(|(_, last)| *last >= first) {
-            p.push(format!("postings: block ({t:?}, {first}) overlaps the previous one"));
-        }
-        let frontier = frontiers.entry(t.to_owned()).or_default();
+        let (last, frontier) = match seen.entry(t.to_owned()) {
+            std::collections::btree_map::Entry::Vacant(e) => e.insert((h.last, Vec::new())),
+            std::collections::btree_map::Entry::Occupied(e) => {
+                let at = e.into_mut();
+                if at.0 >= first {
+                    p.push(format!("postings: block ({t:?}, {first}) overlaps the previous one"));
+                }
+                at
+            }
+        };
+        *last = h.last;
         for q in &list {
             if !h.impacts.dominates(q.tf, q.len) {
                 p.push(format!("postings: ({t:?}, {}) exceeds its block's bound", q.docno));
@@ -222,10 +227,9 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
             add_to_frontier(frontier, q.tf, q.len);
             got_post.insert((t.to_owned(), q.docno), (q.tf, q.len));
         }
-        spans.push((first, h.last));
     }
     // The postings tail: above every block, counted in its terms' frequencies.
-    let block_max = block_spans.values().filter_map(|s| s.last().map(|b| b.1)).max();
+    let block_max = seen.values().map(|(last, _)| *last).max();
     let mut tail_df: BTreeMap<String, u64> = BTreeMap::new();
     for (t, tt) in &r.tail.terms() {
         rows += tt.postings.len() as u64;
@@ -246,10 +250,10 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         // may be looser than the term's: past four pairs it is coarsened to
         // one, the most frequent and shortest of its postings together, which
         // no single posting need reach.)
-        let loose = frontiers
+        let loose = seen
             .get(&t)
             .into_iter()
-            .flatten()
+            .flat_map(|(_, frontier)| frontier)
             .any(|&(tf, len)| !info.impacts.dominates(tf, len));
         if loose {
             p.push(format!("terms: {t:?}'s bound is below one of its postings"));
