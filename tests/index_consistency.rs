@@ -678,3 +678,85 @@ fn a_block_bound_above_its_terms_checks_clean() {
         report.problems
     );
 }
+
+/// `check` compares the stored postings with the entries one term at a time,
+/// blocks then tail, without holding them: a store with blocks and a tail
+/// (terms in both, and terms only in the tail sorting between the blocks'
+/// terms) checks clean; a block gone, a block moved under a term no memory
+/// holds, and a term row with another frequency are each reported.
+#[test]
+fn check_reports_postings_gone_stray_and_miscounted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("postings.redb");
+    let mem = Memory::open(&path).expect("open");
+    // Over the tail's 256 memories: these reach the blocks.
+    let batch: Vec<MemoryEntry> = (0..300)
+        .map(|i| {
+            let text = format!("alpha gamma {}", words_common::word("qx", i));
+            MemoryEntry::new(MemoryType::Semantic, text)
+        })
+        .collect();
+    mem.add_batch(batch).expect("add");
+    // These stay in the tail: "alpha" in both, "beta" only in the tail and
+    // between "alpha" and "gamma".
+    for i in 0..5 {
+        let text = format!("alpha beta {}", words_common::word("zz", i));
+        mem.add(MemoryEntry::new(MemoryType::Semantic, text)).expect("add");
+    }
+    assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
+    let report = mem.check(|_| {}).expect("check");
+    assert!(report.is_ok(), "{:?}", report.problems);
+    drop(mem);
+    let (gone, moved);
+    {
+        use soulmem::storage::postings::{INFO, TermInfo, decode_block};
+        let db = redb::Database::create(&path).expect("db");
+        let txn = db.begin_write().expect("txn");
+        {
+            let mut blocks: redb::Table<(&str, u64), &[u8]> =
+                txn.open_table(redb::TableDefinition::new("posting_blocks")).expect("blocks");
+            let first_of = |blocks: &redb::Table<(&str, u64), &[u8]>, term: &str| {
+                let (k, v) = blocks
+                    .range((term, 0)..(term, INFO))
+                    .expect("range")
+                    .next()
+                    .expect("a block")
+                    .expect("row");
+                (k.value().1, v.value().to_vec())
+            };
+            // "gamma"'s first block gone (its 128 postings missing).
+            let (first, value) = first_of(&blocks, "gamma");
+            gone = decode_block(first, &value).expect("block").len();
+            blocks.remove(("gamma", first)).expect("remove");
+            // "alpha"'s first block copied under a term no memory holds.
+            let (first, value) = first_of(&blocks, "alpha");
+            moved = decode_block(first, &value).expect("block").len();
+            blocks.insert(("omega", first), value.as_slice()).expect("insert");
+            // One of the "qx…" words counted twice.
+            let word = words_common::word("qx", 7);
+            let info = TermInfo::decode(
+                blocks.get((word.as_str(), INFO)).expect("get").expect("info").value(),
+            )
+            .expect("decode");
+            let twice = TermInfo { df: info.df + 1, ..info };
+            blocks.insert((word.as_str(), INFO), twice.encode().as_slice()).expect("insert");
+        }
+        txn.commit().expect("commit");
+    }
+    let mem = Memory::open(&path).expect("open");
+    let report = mem.check(|_| {}).expect("check");
+    let p = &report.problems;
+    let count = |start: &str| p.iter().filter(|l| l.starts_with(start)).count();
+    assert_eq!(count("postings: missing (\"gamma\", "), 20, "{p:?}");
+    assert_eq!(count("postings: stray (\"omega\", "), 20, "{p:?}");
+    // 20 of each kind shown, the others counted.
+    assert!(gone > 20 && moved > 20, "{gone} {moved}");
+    let hidden = format!("postings: {} more mismatches not shown", gone + moved - 40);
+    assert!(p.contains(&hidden), "{p:?}");
+    assert!(p.contains(&"terms: \"qxh\" is 2, expected 1".to_owned()), "{p:?}");
+    assert_eq!(p.len(), 20 + 20 + 1 + 1, "nothing else: {p:?}");
+    // Reindexing mends it.
+    mem.reindex(|_| {}).expect("reindex");
+    let report = mem.check(|_| {}).expect("check");
+    assert!(report.is_ok(), "{:?}", report.problems);
+}

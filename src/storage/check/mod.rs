@@ -1,0 +1,302 @@
+//! Verifies every index against the entries (and rebuilds them).
+//!
+//! The expected rows come from [`super::keys::index_keys`], the same function the
+//! writer uses, so a mismatch means a write path forgot a row, not that two
+//! derivations disagree.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::docinfo::DocInfo;
+use super::keys::index_keys;
+use super::{CorpusStats, Reader};
+use crate::error::Result;
+use crate::model::time;
+
+/// What [`verify`] found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Entries examined.
+    pub entries: u64,
+    /// Index rows examined.
+    pub rows: u64,
+    /// One line per mismatch.
+    pub problems: Vec<String>,
+}
+
+impl CheckReport {
+    /// True when nothing is wrong.
+    #[must_use]
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+mod diff;
+mod postings;
+
+use diff::SortedDiff;
+
+type Key4 = (String, String, String, u64);
+
+/// A memory's terms row, summed up: its length, its number of terms, and a
+/// hash of the terms with their frequencies (so `check` holds 16 bytes per
+/// row, not the row).
+#[derive(Debug, PartialEq, Eq)]
+struct RowPrint {
+    len: u32,
+    terms: usize,
+    hash: u64,
+}
+
+impl RowPrint {
+    fn new((len, terms): (u32, Vec<(u64, u32)>)) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        terms.hash(&mut h);
+        Self { len, terms: terms.len(), hash: h.finish() }
+    }
+}
+
+#[derive(Default)]
+struct Expected {
+    ids: BTreeMap<String, u64>,
+    docs: BTreeMap<u64, DocInfo>,
+    postings: postings::Collect,
+    fact_tokens: BTreeSet<(String, String, u64)>,
+    fact_terms: BTreeMap<(String, String), u64>,
+    fact_cards: BTreeMap<(String, u64), super::keys::FactCard>,
+    prefixes: BTreeSet<Key4>,
+    attributes: BTreeSet<Key4>,
+    entities: BTreeSet<(String, u64)>,
+    user_terms: BTreeMap<(String, u64), RowPrint>,
+    importance: BTreeSet<(String, u8, i64, u64)>,
+    layer_order: BTreeSet<(String, u64)>,
+    docs_count: u64,
+    total_len: u64,
+    max_docno: Option<u64>,
+}
+
+/// The rows of a key-only set as `(key, ())`, for [`SortedDiff::set`].
+fn keyed<K>(set: BTreeSet<K>) -> impl Iterator<Item = (K, ())> {
+    set.into_iter().map(|k| (k, ()))
+}
+
+/// Checks every index of the snapshot against its entries. `progress` is called with
+/// the number of entries read so far.
+///
+/// The expected rows are derived from the entries and held (the postings
+/// packed to 16 bytes each); the stored rows are read in key order and
+/// compared one at a time, never held.
+pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> {
+    let mut report = CheckReport::default();
+    let mut exp = Expected::default();
+    for (layer, domain) in r.entry_tables()? {
+        for (docno, e) in r.stored_table_entries(&layer, &domain)? {
+            report.entries += 1;
+            if report.entries % 10_000 == 0 {
+                progress(report.entries);
+            }
+            if e.layer != layer || e.domain != domain {
+                report.problems.push(format!(
+                    "entry {} sits in table {layer}:{domain} but says {}:{}",
+                    e.id, e.layer, e.domain
+                ));
+            }
+            exp.max_docno = exp.max_docno.max(Some(docno));
+            let context = r.context()?.get(docno)?.map(|v| v.value().to_owned());
+            let keys = index_keys(&e, r.profile(), context.as_deref());
+            if exp.ids.insert(e.id.clone(), docno).is_some() {
+                report.problems.push(format!("id {} is stored twice", e.id));
+            }
+            exp.docs.insert(docno, DocInfo::from_entry(&e, keys.doc_len));
+            for (t, tf) in &keys.tokens {
+                exp.postings.add(t, docno, *tf)?;
+            }
+            exp.docs_count += 1;
+            exp.total_len += u64::from(keys.doc_len);
+            let part = super::schema::fact_partition(e.user_id.as_deref(), &e.domain);
+            for t in &keys.fact_tokens {
+                exp.fact_tokens.insert((part.clone(), t.clone(), docno));
+                *exp.fact_terms.entry((part.clone(), t.clone())).or_default() += 1;
+            }
+            if let Some(card) = keys.card.clone() {
+                exp.fact_cards.insert((part.clone(), docno), card);
+            }
+            let user = e.user_id.clone().unwrap_or_default();
+            for s in &keys.slots {
+                exp.prefixes.insert((s.clone(), user.clone(), e.domain.clone(), docno));
+            }
+            for a in &keys.attributes {
+                exp.attributes.insert((a.clone(), user.clone(), e.domain.clone(), docno));
+            }
+            for en in &keys.entities {
+                exp.entities.insert((en.clone(), docno));
+            }
+            let row = RowPrint::new(super::doc_terms::expected(&keys));
+            exp.user_terms.insert((user.clone(), docno), row);
+            exp.importance.insert((
+                e.layer.clone(),
+                e.importance,
+                time::to_micros(&e.created_at),
+                docno,
+            ));
+            exp.layer_order.insert((e.layer.clone(), docno));
+        }
+    }
+    progress(report.entries);
+    let p = &mut report.problems;
+    let mut rows = 0u64;
+
+    let mut ids = SortedDiff::map("ids", std::mem::take(&mut exp.ids));
+    for row in r.ids()?.range::<&str>(..)? {
+        let (k, v) = row?;
+        ids.got(k.value().to_owned(), v.value(), p);
+        rows += 1;
+    }
+    ids.finish(p);
+    // The postings and term rows (each posting's length is its memory's).
+    let docs = &exp.docs;
+    let doc_len = |docno: u64| docs.get(&docno).map(|d| d.doc_len);
+    rows += postings::compare(r, std::mem::take(&mut exp.postings).sort(), &doc_len, p)?;
+    // The superseded bitmap: one bit per superseded memory, and no other.
+    let want_sup: BTreeSet<u64> =
+        exp.docs.iter().filter(|(_, i)| i.superseded).map(|(d, _)| *d).collect();
+    let mut sup = SortedDiff::set("superseded", keyed(want_sup));
+    for docno in super::superseded::all(r.superseded()?)? {
+        sup.got(docno, (), p);
+    }
+    sup.finish(p);
+    rows += redb::ReadableTableMetadata::len(r.superseded()?)?;
+    // Every memory's docno, ascending, for the vectors' check.
+    let known: Vec<u64> = exp.docs.keys().copied().collect();
+    let mut docs = SortedDiff::map("docs", std::mem::take(&mut exp.docs));
+    for row in r.docs.range::<u64>(..)? {
+        let (k, v) = row?;
+        docs.got(k.value(), super::decode::<DocInfo>(v.value(), "docinfo")?, p);
+        rows += 1;
+    }
+    docs.finish(p);
+    let mut ft = SortedDiff::map("fact_terms", std::mem::take(&mut exp.fact_terms));
+    for row in r.fact_terms()?.range::<(&str, &str)>(..)? {
+        let (k, v) = row?;
+        let (a, b) = k.value();
+        ft.got((a.to_owned(), b.to_owned()), v.value(), p);
+        rows += 1;
+    }
+    ft.finish(p);
+    let mut cards = SortedDiff::map("fact_cards", std::mem::take(&mut exp.fact_cards));
+    for row in r.fact_cards()?.range::<(&str, u64)>(..)? {
+        let (k, v) = row?;
+        let (part, docno) = k.value();
+        rows += 1;
+        match super::decode::<super::keys::FactCard>(v.value(), "fact card") {
+            Ok(card) => cards.got((part.to_owned(), docno), card, p),
+            Err(e) => p.push(format!("fact_cards: ({part:?}, {docno}): {e}")),
+        }
+    }
+    cards.finish(p);
+
+    // A key-only table against its expected set, the stored keys made owned
+    // by `own`.
+    macro_rules! set_rows {
+        ($table:expr, $key:ty, $name:literal, $want:expr, |$k:pat_param| $own:expr) => {{
+            let mut d = SortedDiff::set($name, keyed(std::mem::take(&mut $want)));
+            for row in $table.range::<$key>(..)? {
+                let (k, _) = row?;
+                let $k = k.value();
+                d.got($own, (), p);
+                rows += 1;
+            }
+            d.finish(p);
+        }};
+    }
+    set_rows!(r.fact_tokens()?, (&str, &str, u64), "fact_tokens", exp.fact_tokens, |(a, b, c)| (
+        a.to_owned(),
+        b.to_owned(),
+        c
+    ));
+    set_rows!(r.entities()?, (&str, u64), "entities", exp.entities, |(a, b)| (a.to_owned(), b));
+    // Owners marked rowless have none (`storage::doc_terms`).
+    let mut rowless = std::collections::BTreeSet::new();
+    for row in r.rowless_owners()?.range::<&str>(..)? {
+        rowless.insert(row?.0.value().to_owned());
+        rows += 1;
+    }
+    exp.user_terms.retain(|(user, _), _| !rowless.contains(user));
+    let mut user_terms = SortedDiff::map("user_terms", std::mem::take(&mut exp.user_terms));
+    for row in r.user_terms()?.range::<(&str, u64)>(..)? {
+        let (k, v) = row?;
+        let (user, docno) = k.value();
+        rows += 1;
+        let key = (user.to_owned(), docno);
+        let row = super::doc_terms::DocTerms::parse(v.value()).and_then(|d| {
+            let len = d.len;
+            d.collect().map(|terms| (len, terms))
+        });
+        match row {
+            Ok(row) => user_terms.got(key, RowPrint::new(row), p),
+            Err(e) => p.push(format!("user_terms: row {key:?}: {e}")),
+        }
+    }
+    user_terms.finish(p);
+    set_rows!(r.layer_order()?, (&str, u64), "layer_order", exp.layer_order, |(a, b)| (
+        a.to_owned(),
+        b
+    ));
+    set_rows!(r.prefixes()?, (&str, &str, &str, u64), "fact_prefixes", exp.prefixes, |(
+        a,
+        b,
+        c,
+        d,
+    )| (
+        a.to_owned(),
+        b.to_owned(),
+        c.to_owned(),
+        d
+    ));
+    set_rows!(r.attributes()?, (&str, &str, &str, u64), "fact_attributes", exp.attributes, |(
+        a,
+        b,
+        c,
+        d,
+    )| (
+        a.to_owned(),
+        b.to_owned(),
+        c.to_owned(),
+        d
+    ));
+    set_rows!(r.importance()?, (&str, u8, i64, u64), "importance", exp.importance, |(
+        a,
+        b,
+        c,
+        d,
+    )| (
+        a.to_owned(),
+        b,
+        c,
+        d
+    ));
+
+    for (docno, len) in crate::read::vector::stored_docnos(r)? {
+        rows += 1;
+        if known.binary_search(&docno).is_err() {
+            p.push(format!("embeddings: stray vector of docno {docno} (no such entry)"));
+        } else if len == 0 || len % 4 != 0 {
+            p.push(format!("embeddings: vector of docno {docno} is {len} bytes"));
+        }
+    }
+    let stats: CorpusStats = r.stats();
+    if stats.docs != exp.docs_count || stats.total_len != exp.total_len {
+        p.push(format!(
+            "corpus stats say {} docs / {} tokens, entries give {} / {}",
+            stats.docs, stats.total_len, exp.docs_count, exp.total_len
+        ));
+    }
+    if let Some(m) = exp.max_docno
+        && stats.next_docno <= m
+    {
+        p.push(format!("next docno {} is not above the largest docno {m}", stats.next_docno));
+    }
+    report.rows = rows;
+    Ok(report)
+}
