@@ -881,8 +881,9 @@ impl LayerView<'_> {
 }
 
 impl Memory {
-    /// Verifies every index against the entries. `progress` gets the number of
-    /// entries read so far.
+    /// Verifies every index against the entries. `progress` gets the work done so
+    /// far: the entries read, then those and the index rows compared (the whole is
+    /// about [`Memory::count`] plus the sum of [`StoreStats::index_rows`]).
     ///
     /// # Errors
     /// Storage errors only; mismatches are in the report.

@@ -704,8 +704,14 @@ fn check_reports_postings_gone_stray_and_miscounted() {
         mem.add(MemoryEntry::new(MemoryType::Semantic, text)).expect("add");
     }
     assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
-    let report = mem.check(|_| {}).expect("check");
+    let mut seen = Vec::new();
+    let report = mem.check(|n| seen.push(n)).expect("check");
     assert!(report.is_ok(), "{:?}", report.problems);
+    // Progress: the entries read, then the index rows compared, never back.
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    assert!(seen.contains(&report.entries), "{seen:?}");
+    assert_eq!(seen.last(), Some(&(report.entries + report.rows)), "{seen:?}");
+    assert!(seen.iter().filter(|&&n| n > report.entries).count() > 5, "{seen:?}");
     drop(mem);
     let (gone, moved);
     {

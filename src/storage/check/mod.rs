@@ -82,7 +82,8 @@ fn keyed<K>(set: BTreeSet<K>) -> impl Iterator<Item = (K, ())> {
 }
 
 /// Checks every index of the snapshot against its entries. `progress` is called with
-/// the number of entries read so far.
+/// the work done so far: the entries read, then those and the index rows compared
+/// (the whole is about the entry count plus [`crate::StoreStats::index_rows`]).
 ///
 /// The expected rows are derived from the entries and held (the postings
 /// packed to 16 bytes each); the stored rows are read in key order and
@@ -144,6 +145,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         }
     }
     progress(report.entries);
+    let entries = report.entries;
     let p = &mut report.problems;
     let mut rows = 0u64;
 
@@ -154,10 +156,13 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         rows += 1;
     }
     ids.finish(p);
+    progress(entries + rows);
     // The postings and term rows (each posting's length is its memory's).
     let docs = &exp.docs;
     let doc_len = |docno: u64| docs.get(&docno).map(|d| d.doc_len);
-    rows += postings::compare(r, std::mem::take(&mut exp.postings).sort(), &doc_len, p)?;
+    let expected = std::mem::take(&mut exp.postings).sort();
+    let mut at = |n: u64| progress(entries + rows + n);
+    rows += postings::compare(r, expected, &doc_len, &mut at, p)?;
     // The superseded bitmap: one bit per superseded memory, and no other.
     let want_sup: BTreeSet<u64> =
         exp.docs.iter().filter(|(_, i)| i.superseded).map(|(d, _)| *d).collect();
@@ -176,6 +181,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         rows += 1;
     }
     docs.finish(p);
+    progress(entries + rows);
     let mut ft = SortedDiff::map("fact_terms", std::mem::take(&mut exp.fact_terms));
     for row in r.fact_terms()?.range::<(&str, &str)>(..)? {
         let (k, v) = row?;
@@ -184,6 +190,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         rows += 1;
     }
     ft.finish(p);
+    progress(entries + rows);
     let mut cards = SortedDiff::map("fact_cards", std::mem::take(&mut exp.fact_cards));
     for row in r.fact_cards()?.range::<(&str, u64)>(..)? {
         let (k, v) = row?;
@@ -195,6 +202,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         }
     }
     cards.finish(p);
+    progress(entries + rows);
 
     // A key-only table against its expected set, the stored keys made owned
     // by `own`.
@@ -208,6 +216,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
                 rows += 1;
             }
             d.finish(p);
+            progress(entries + rows);
         }};
     }
     set_rows!(r.fact_tokens()?, (&str, &str, u64), "fact_tokens", exp.fact_tokens, |(a, b, c)| (
@@ -239,6 +248,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         }
     }
     user_terms.finish(p);
+    progress(entries + rows);
     set_rows!(r.layer_order()?, (&str, u64), "layer_order", exp.layer_order, |(a, b)| (
         a.to_owned(),
         b
@@ -297,6 +307,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     {
         p.push(format!("next docno {} is not above the largest docno {m}", stats.next_docno));
     }
+    progress(entries + rows);
     report.rows = rows;
     Ok(report)
 }

@@ -107,11 +107,13 @@ struct Walk<'a> {
 }
 
 /// Compares the stored postings (blocks and tail) and term rows with `exp`;
-/// `doc_len` gives an expected memory's length. Returns the rows read.
+/// `doc_len` gives an expected memory's length; `progress` gets the rows read
+/// so far, now and then. Returns the rows read.
 pub(super) fn compare(
     r: &Reader,
     exp: Sorted,
     doc_len: &dyn Fn(u64) -> Option<u32>,
+    progress: &mut dyn FnMut(u64),
     out: &mut Vec<String>,
 ) -> Result<u64> {
     let mut w = Walk {
@@ -131,6 +133,9 @@ pub(super) fn compare(
         let (k, v) = row?;
         let (t, first) = k.value();
         rows += 1;
+        if rows % 4_096 == 0 {
+            progress(rows);
+        }
         let term = match cur.take() {
             Some(term) if term.name == t => term,
             done => {

@@ -13,7 +13,9 @@ pub fn run(db: Option<PathBuf>, _args: Args) -> anyhow::Result<ExitCode> {
     let path = super::require_db(db)?;
     let mem = super::open_existing(&path)?;
     let start = Instant::now();
-    let pb = super::progress::bar(mem.count()?, "checking");
+    // Entries read, then index rows compared.
+    let work = mem.count()? + mem.stats()?.index_rows.values().sum::<u64>();
+    let pb = super::progress::bar(work, "checking");
     let report = mem.check(|n| pb.set_position(n))?;
     pb.finish_and_clear();
     println!(
