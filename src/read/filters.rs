@@ -101,7 +101,7 @@ pub fn owners(user: &str) -> Vec<&str> {
 const SAMPLES: u64 = 64;
 
 /// Whether the memories `user` may be shown (theirs and the unattributed ones)
-/// are at least half the store, judged from [`SAMPLES`] docnos spread over the
+/// are at least half the store, judged from `SAMPLES` docnos spread over the
 /// store's range (a golden-ratio sequence, so no stride of owners aliases with
 /// it); `false` when fewer than a quarter of the samples are memories.
 ///

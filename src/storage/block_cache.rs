@@ -303,7 +303,7 @@ impl BlockCache {
     /// The memories whose blocks hold `term` at `generation` (its tail postings
     /// left out), as a set: built from its decoded copy when one is held, or
     /// from `blocks`, at the first ask of each generation, and kept for the
-    /// next (the most recently asked, within [`SETS_BUDGET`] bytes). A `domain`
+    /// next (the most recently asked, within `SETS_BUDGET` bytes). A `domain`
     /// filter asks for its domain term's: a term with a long list whose blocks
     /// change only when the postings tail is merged.
     ///

@@ -97,8 +97,8 @@ pub fn tokenize_dedup(text: &str) -> BTreeSet<String> {
 /// [`tokenize_dedup`] of a stored fact's text, from a per-thread memo: the
 /// contradiction check compares each new text with the same facts of its user
 /// observe after observe, and hashing a text costs far less than tokenizing it.
-/// Bounded: cleared when it holds [`DEDUP_MEMO_MAX`] texts (longer texts than
-/// [`DEDUP_MEMO_TEXT_MAX`] bytes are not memoized).
+/// Bounded: cleared when it holds `DEDUP_MEMO_MAX` texts (longer texts than
+/// `DEDUP_MEMO_TEXT_MAX` bytes are not memoized).
 #[must_use]
 pub fn tokenize_dedup_memo(text: &str) -> Arc<BTreeSet<String>> {
     if text.len() > DEDUP_MEMO_TEXT_MAX {
