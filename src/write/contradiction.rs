@@ -453,6 +453,19 @@ pub fn check_verb_fact(new: &str, old: &str, profile: Profile) -> Option<String>
     verb_conflict(&verb_facts(new, profile), &verb_facts(old, profile), profile)
 }
 
+/// Whether `text` can contradict any fact at all: it has a form (either) of a
+/// negation pair, a "the X is Y" attribute, or a verb fact. Every detection needs
+/// one of them in the new text, so when this is false [`detect`] and
+/// [`detect_scoped`] find nothing whatever the candidates, and a caller may skip
+/// looking them up.
+#[must_use]
+pub fn may_contradict(text: &str, profile: Profile) -> bool {
+    let new = NewText::of(text, profile);
+    new.forms.iter().any(|&f| f != Form::Neither)
+        || !entity_attributes(text, profile).is_empty()
+        || !verb_facts(text, profile).is_empty()
+}
+
 /// The contradictions between `new_content` and the candidate facts `(id, content)`
 /// (active facts, in `facts()` order; see the module docs), in the reference's
 /// order: pre-selected negation / entity-attribute results by similarity, then
@@ -544,9 +557,55 @@ pub fn detect_raw_text(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     const R: Profile = Profile::Reference;
     const D: Profile = Profile::Default;
+
+    /// Words of sentences that do and do not trigger the checks.
+    const WORDS: &[&str] = &[
+        "i", "user", "the", "their", "is", "not", "isn't", "like", "likes", "don't", "hate",
+        "work", "works", "at", "for", "left", "quit", "no", "longer", "can", "can't", "does",
+        "has", "will", "won't", "true", "false", "yes", "live", "lives", "in", "moved", "to",
+        "based", "am", "a", "an", "engineer", "acme", "paris", "oslo", "tea", "coffee", "color",
+        "green", "blue", "weather", "today", "nice", "we", "went", "walk", ".", ",",
+    ];
+
+    fn sentence() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(WORDS), 1..12).prop_map(|w| w.join(" "))
+    }
+
+    proptest! {
+        /// A text that may not contradict finds nothing among any candidates,
+        /// in both profiles: skipping its lookup changes no result.
+        #[test]
+        fn no_trigger_no_contradiction(
+            new in sentence(),
+            olds in prop::collection::vec(sentence(), 0..8),
+        ) {
+            let cands: Vec<(String, String)> =
+                olds.into_iter().enumerate().map(|(i, c)| (format!("f{i}"), c)).collect();
+            let pairs: Vec<(&str, &str)> =
+                cands.iter().map(|(i, c)| (i.as_str(), c.as_str())).collect();
+            for p in [R, D] {
+                if !may_contradict(&new, p) {
+                    prop_assert!(detect(&new, &pairs, p).is_empty(), "{new:?} {pairs:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn small_talk_may_not_contradict() {
+        for p in [R, D] {
+            assert!(!may_contradict("We went for a walk today, nice weather", p));
+            assert!(may_contradict("I no longer work at Acme", p));
+            assert!(may_contradict("The color is green", p));
+            assert!(may_contradict("I moved to Oslo", p));
+            assert!(may_contradict("Yes", p));
+        }
+        assert!(may_contradict("I don't like tea", D));
+    }
 
     fn loc(text: &str, p: Profile) -> Option<String> {
         verb_facts(text, p).into_iter().find(|(a, _)| *a == Attribute::Location).map(|(_, v)| v)

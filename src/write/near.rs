@@ -3,7 +3,8 @@
 //!
 //! One observe asks for the facts of its user and domain near each new fact three
 //! times: the pre-filter (similarity 0.5), dedup (0.6) and the contradiction check
-//! (0.3), and once more for the raw user text. Each ask is a prefix-filtering probe
+//! (0.3), and once more for the raw user text when it may contradict a fact
+//! ([`contradiction::may_contradict`]). Each ask is a prefix-filtering probe
 //! ([`dedup::probe_tokens`]): a prefix of the text's dedup tokens ranked by document
 //! frequency, the `fact_tokens` rows of those tokens, then the cards of the facts
 //! found. [`NearFacts`] ranks each text once, reads each token's rows and each card

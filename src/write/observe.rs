@@ -363,8 +363,13 @@ pub(crate) struct Analysis {
     /// That episode's novelty tokens ([`significance::recent_tokens`]), which the
     /// batch's later exchanges compare themselves with (batches only).
     episode_novelty: Option<BTreeSet<String>>,
-    /// The near-fact lookups of its facts and user text, read ahead from the
-    /// snapshot the batch's transaction began from (default-profile batches only).
+    /// Whether the user text can contradict a fact
+    /// ([`contradiction::may_contradict`]): when not, the raw-text check (step
+    /// 4d) looks up no candidates.
+    raw_may_contradict: bool,
+    /// The near-fact lookups of its facts and user text (the latter only when it
+    /// may contradict), read ahead from the snapshot the batch's transaction began
+    /// from (default-profile batches only).
     near: Option<Prefetch>,
 }
 
@@ -385,6 +390,7 @@ impl Analysis {
             tokens: self_model::exchange_tokens(user, agent),
             episode_terms: episode.as_deref().map(crate::text::index_terms),
             episode_novelty: episode.as_deref().map(significance::recent_tokens),
+            raw_may_contradict: contradiction::may_contradict(user, profile),
             near: None,
         }
     }
@@ -423,6 +429,7 @@ fn observe_analysed(
         tokens,
         mut episode_terms,
         mut episode_novelty,
+        raw_may_contradict,
         near: ahead,
     } = analysis
         .unwrap_or_else(|| Analysis::of(user, agent, profile, &settings.core_values, false));
@@ -676,8 +683,9 @@ fn observe_analysed(
         }
     }
 
-    // 4d. Raw-text fallback on the user's words.
-    {
+    // 4d. Raw-text fallback on the user's words (none possible without a
+    // negation form, an attribute or a verb fact in them).
+    if raw_may_contradict {
         let (cands, stating) = if reference {
             (all_active_facts(w)?, None)
         } else {
@@ -846,12 +854,13 @@ impl Memory {
                                     Analysis::of(u, a, profile, &settings.core_values, true);
                                 if let Some(t) = &tables {
                                     let texts = an.facts.iter().map(|f| f.content.as_str());
+                                    let raw = an.raw_may_contradict.then_some(u.as_str());
                                     // A failed read only means the lookups are made live.
                                     an.near = Prefetch::read(
                                         t,
                                         o.user_id.as_deref(),
                                         &o.domain,
-                                        texts.chain([u.as_str()]),
+                                        texts.chain(raw),
                                     )
                                     .ok();
                                 }
