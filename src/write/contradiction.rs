@@ -457,13 +457,17 @@ pub fn check_verb_fact(new: &str, old: &str, profile: Profile) -> Option<String>
 /// negation pair, a "the X is Y" attribute, or a verb fact. Every detection needs
 /// one of them in the new text, so when this is false [`detect`] and
 /// [`detect_scoped`] find nothing whatever the candidates, and a caller may skip
-/// looking them up.
+/// looking them up. An attribute's " is " is itself the positive form of the
+/// first pair (`\bis\b`), so the attribute pattern is never run here.
 #[must_use]
 pub fn may_contradict(text: &str, profile: Profile) -> bool {
-    let new = NewText::of(text, profile);
-    new.forms.iter().any(|&f| f != Form::Neither)
-        || !entity_attributes(text, profile).is_empty()
-        || !verb_facts(text, profile).is_empty()
+    let (pairs, verbs) = if profile.is_reference() {
+        (&*NEG_REF, &*VERB_REF)
+    } else {
+        (&*NEG_DEFAULT, &*VERB_DEFAULT)
+    };
+    pairs.iter().any(|p| p.pos.is_match(text) || p.neg.is_match(text))
+        || verbs.iter().any(|(v, _)| v.is_match(dollar_view(text)))
 }
 
 /// The contradictions between `new_content` and the candidate facts `(id, content)`
@@ -601,6 +605,7 @@ mod tests {
             assert!(!may_contradict("We went for a walk today, nice weather", p));
             assert!(may_contradict("I no longer work at Acme", p));
             assert!(may_contradict("The color is green", p));
+            assert!(!entity_attributes("The color is green", p).is_empty());
             assert!(may_contradict("I moved to Oslo", p));
             assert!(may_contradict("Yes", p));
         }
