@@ -4,7 +4,12 @@
 //! writer uses, so a mismatch means a write path forgot a row, not that two
 //! derivations disagree.
 
+mod diff;
+mod postings;
+
 use std::collections::{BTreeMap, BTreeSet};
+
+use diff::SortedDiff;
 
 use super::docinfo::DocInfo;
 use super::keys::index_keys;
@@ -30,11 +35,6 @@ impl CheckReport {
         self.problems.is_empty()
     }
 }
-
-mod diff;
-mod postings;
-
-use diff::SortedDiff;
 
 type Key4 = (String, String, String, u64);
 
@@ -74,6 +74,26 @@ struct Expected {
     docs_count: u64,
     total_len: u64,
     max_docno: Option<u64>,
+}
+
+/// A stored `(text, docno)` key, owned.
+fn own2((a, b): (&str, u64)) -> (String, u64) {
+    (a.to_owned(), b)
+}
+
+/// A stored fact-token key, owned.
+fn own3((a, b, c): (&str, &str, u64)) -> (String, String, u64) {
+    (a.to_owned(), b.to_owned(), c)
+}
+
+/// A stored fact-prefix or fact-attribute key, owned.
+fn own4((a, b, c, d): (&str, &str, &str, u64)) -> Key4 {
+    (a.to_owned(), b.to_owned(), c.to_owned(), d)
+}
+
+/// A stored importance key, owned.
+fn own_importance((a, b, c, d): (&str, u8, i64, u64)) -> (String, u8, i64, u64) {
+    (a.to_owned(), b, c, d)
 }
 
 /// The rows of a key-only set as `(key, ())`, for [`SortedDiff::set`].
@@ -158,8 +178,8 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     ids.finish(p);
     progress(entries + rows);
     // The postings and term rows (each posting's length is its memory's).
-    let docs = &exp.docs;
-    let doc_len = |docno: u64| docs.get(&docno).map(|d| d.doc_len);
+    let expected_docs = &exp.docs;
+    let doc_len = |docno: u64| expected_docs.get(&docno).map(|d| d.doc_len);
     let expected = std::mem::take(&mut exp.postings).sort();
     let mut at = |n: u64| progress(entries + rows + n);
     rows += postings::compare(r, expected, &doc_len, &mut at, p)?;
@@ -205,26 +225,20 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     progress(entries + rows);
 
     // A key-only table against its expected set, the stored keys made owned
-    // by `own`.
+    // by `$own`.
     macro_rules! set_rows {
-        ($table:expr, $key:ty, $name:literal, $want:expr, |$k:pat_param| $own:expr) => {{
+        ($table:expr, $key:ty, $name:literal, $want:expr, $own:expr) => {{
             let mut d = SortedDiff::set($name, keyed(std::mem::take(&mut $want)));
             for row in $table.range::<$key>(..)? {
-                let (k, _) = row?;
-                let $k = k.value();
-                d.got($own, (), p);
+                d.got($own(row?.0.value()), (), p);
                 rows += 1;
             }
             d.finish(p);
             progress(entries + rows);
         }};
     }
-    set_rows!(r.fact_tokens()?, (&str, &str, u64), "fact_tokens", exp.fact_tokens, |(a, b, c)| (
-        a.to_owned(),
-        b.to_owned(),
-        c
-    ));
-    set_rows!(r.entities()?, (&str, u64), "entities", exp.entities, |(a, b)| (a.to_owned(), b));
+    set_rows!(r.fact_tokens()?, (&str, &str, u64), "fact_tokens", exp.fact_tokens, own3);
+    set_rows!(r.entities()?, (&str, u64), "entities", exp.entities, own2);
     // Owners marked rowless have none (`storage::doc_terms`).
     let mut rowless = std::collections::BTreeSet::new();
     for row in r.rowless_owners()?.range::<&str>(..)? {
@@ -249,43 +263,10 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     }
     user_terms.finish(p);
     progress(entries + rows);
-    set_rows!(r.layer_order()?, (&str, u64), "layer_order", exp.layer_order, |(a, b)| (
-        a.to_owned(),
-        b
-    ));
-    set_rows!(r.prefixes()?, (&str, &str, &str, u64), "fact_prefixes", exp.prefixes, |(
-        a,
-        b,
-        c,
-        d,
-    )| (
-        a.to_owned(),
-        b.to_owned(),
-        c.to_owned(),
-        d
-    ));
-    set_rows!(r.attributes()?, (&str, &str, &str, u64), "fact_attributes", exp.attributes, |(
-        a,
-        b,
-        c,
-        d,
-    )| (
-        a.to_owned(),
-        b.to_owned(),
-        c.to_owned(),
-        d
-    ));
-    set_rows!(r.importance()?, (&str, u8, i64, u64), "importance", exp.importance, |(
-        a,
-        b,
-        c,
-        d,
-    )| (
-        a.to_owned(),
-        b,
-        c,
-        d
-    ));
+    set_rows!(r.layer_order()?, (&str, u64), "layer_order", exp.layer_order, own2);
+    set_rows!(r.prefixes()?, (&str, &str, &str, u64), "fact_prefixes", exp.prefixes, own4);
+    set_rows!(r.attributes()?, (&str, &str, &str, u64), "fact_attributes", exp.attributes, own4);
+    set_rows!(r.importance()?, (&str, u8, i64, u64), "importance", exp.importance, own_importance);
 
     for (docno, len) in crate::read::vector::stored_docnos(r)? {
         rows += 1;

@@ -100,6 +100,9 @@ struct Walk<'a> {
     tail: Vec<(String, TailTerm)>,
     /// Next tail term.
     tail_at: usize,
+    /// Blocks that do not decode or are out of shape.
+    blocks: Tally,
+    /// Postings missing, stray or with other values.
     postings: Tally,
     terms: Tally,
     /// The largest docno in any block.
@@ -123,12 +126,15 @@ pub(super) fn compare(
         doc_len,
         tail: r.tail.terms(),
         tail_at: 0,
+        blocks: Tally::new("postings"),
         postings: Tally::new("postings"),
         terms: Tally::new("terms"),
         block_max: None,
     };
     let mut rows = 0u64;
     let mut cur: Option<Term> = None;
+    // The current block's postings (one buffer for all of them).
+    let mut list = Vec::new();
     for row in r.postings.range::<(&str, u64)>(..)? {
         let (k, v) = row?;
         let (t, first) = k.value();
@@ -150,30 +156,31 @@ pub(super) fn compare(
         if first == INFO {
             match TermInfo::decode(v.value()) {
                 Ok(info) => term.info = Some(info),
-                Err(e) => out.push(format!("terms: {t:?}: {e}")),
+                Err(e) => w.terms.wrong(out, || format!("{t:?}: {e}")),
             }
             continue;
         }
+        list.clear();
         let block = postings::header(first, v.value())
-            .and_then(|h| Ok((postings::decode_block(first, v.value())?, h)));
-        let (list, h) = match block {
-            Ok(block) => block,
+            .and_then(|h| postings::decode_into(&h, v.value(), &mut list).map(|()| h));
+        let h = match block {
+            Ok(h) => h,
             Err(e) => {
-                out.push(format!("postings: block ({t:?}, {first}): {e}"));
+                w.blocks.wrong(out, || format!("block ({t:?}, {first}): {e}"));
                 continue;
             }
         };
         if list.first().map(|q| q.docno) != Some(first) {
-            out.push(format!("postings: block ({t:?}, {first}) does not start at its key"));
+            w.blocks.wrong(out, || format!("block ({t:?}, {first}) does not start at its key"));
         }
         if term.last.is_some_and(|last| last >= first) {
-            out.push(format!("postings: block ({t:?}, {first}) overlaps the previous one"));
+            w.blocks.wrong(out, || format!("block ({t:?}, {first}) overlaps the previous one"));
         }
         term.last = Some(h.last);
         w.block_max = w.block_max.max(Some(h.last));
         for q in &list {
             if !h.impacts.dominates(q.tf, q.len) {
-                out.push(format!("postings: ({t:?}, {}) exceeds its block's bound", q.docno));
+                w.blocks.wrong(out, || format!("({t:?}, {}) exceeds its block's bound", q.docno));
             }
             add_to_frontier(&mut term.frontier, q.tf, q.len);
             w.posting(term.rank, t, q, out);
@@ -187,20 +194,23 @@ pub(super) fn compare(
         let term = w.start(&name, out);
         w.finish(term, out);
     }
+    let mut below = Tally::new("postings tail");
     for (t, tt) in &w.tail {
         rows += tt.postings.len() as u64;
         for q in &tt.postings {
             if w.block_max.is_some_and(|m| q.docno <= m) {
-                out.push(format!("postings tail: ({t:?}, {}) is not above the blocks", q.docno));
+                below.wrong(out, || format!("({t:?}, {}) is not above the blocks", q.docno));
             }
         }
     }
+    below.close(out);
     w.missing_terms_before(u32::try_from(w.exp.names.len()).unwrap_or(u32::MAX), out);
     while let Some(e) = w.exp.list.get(w.at).copied() {
         w.at += 1;
         let name = &w.exp.names[e.term as usize];
         w.postings.wrong(out, || format!("missing {:?}", (name, e.docno)));
     }
+    w.blocks.close(out);
     w.postings.close(out);
     w.terms.close(out);
     Ok(rows)
@@ -259,7 +269,7 @@ impl Walk<'_> {
             // most frequent and shortest of its postings together, which no
             // single posting need reach.)
             if term.frontier.iter().any(|&(tf, len)| !info.impacts.dominates(tf, len)) {
-                out.push(format!("terms: {t:?}'s bound is below one of its postings"));
+                self.terms.wrong(out, || format!("{t:?}'s bound is below one of its postings"));
             }
         }
         let got = match (&term.info, term.tail) {
