@@ -59,3 +59,38 @@ fn a_compacted_store_checks_clean_and_reports_its_tables() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("user_terms") && text.contains("all tables"), "{text}");
 }
+
+/// `soulctl reindex` says when the file grew (the old index pages stay free
+/// inside it) and that `compact` gives the space back, and says nothing of it
+/// when the file kept its size.
+#[test]
+fn reindex_points_to_compact_when_the_file_grew() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lines: Vec<String> = (0..300)
+        .map(|i| {
+            format!(
+                r#"{{"op": "observe", "at": "2024-06-{:02}T10:00:00", "user": "I work at Company{i} and I live in Town{i}, my dog is called Rex{i}", "agent": "ok", "user_id": "u{}"}}"#,
+                i % 28 + 1,
+                i % 7
+            )
+        })
+        .collect();
+    let scenario = dir.path().join("s.jsonl");
+    std::fs::write(&scenario, lines.join("\n")).expect("write scenario");
+    let db = dir.path().join("store.redb");
+    soulctl(&db, &["ingest", scenario.to_str().expect("utf-8"), "--batch", "50"]);
+    // Compacted, the file has no free pages: the rebuilt indexes take new ones.
+    soulctl(&db, &["compact"]);
+    let mut grew = 0;
+    for _ in 0..2 {
+        let before = std::fs::metadata(&db).expect("size").len();
+        let out = soulctl(&db, &["reindex"]);
+        let after = std::fs::metadata(&db).expect("size").len();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.starts_with("reindexed 459 entries"), "{text}");
+        assert_eq!(text.contains("compact` gives the space back"), after > before, "{text}");
+        grew += usize::from(after > before);
+        soulctl(&db, &["check"]);
+    }
+    assert!(grew > 0, "no reindex grew the file");
+}

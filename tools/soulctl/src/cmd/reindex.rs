@@ -12,6 +12,7 @@ pub struct Args {}
 pub fn run(db: Option<PathBuf>, _args: Args) -> anyhow::Result<ExitCode> {
     let path = super::require_db(db)?;
     let mem = super::open_existing(&path)?;
+    let before = std::fs::metadata(&path)?.len();
     let start = Instant::now();
     let pb = super::progress::bar(mem.count()?, "reindexing");
     let report = mem.reindex(|n| pb.set_position(n))?;
@@ -24,6 +25,15 @@ pub fn run(db: Option<PathBuf>, _args: Args) -> anyhow::Result<ExitCode> {
     );
     for p in &report.problems {
         println!("  warning: {p}");
+    }
+    drop(mem);
+    // The old index pages are free inside the file, which does not shrink.
+    let after = std::fs::metadata(&path)?.len();
+    if after > before {
+        println!(
+            "the file grew from {before} to {after} bytes; `soulctl --db {} compact` gives the space back",
+            path.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
