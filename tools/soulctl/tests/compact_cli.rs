@@ -2,7 +2,7 @@
 //! scenario is compacted, still passes `check`, and reports the space of its
 //! tables.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn soulctl(db: &Path, args: &[&str]) -> Output {
@@ -16,22 +16,35 @@ fn soulctl(db: &Path, args: &[&str]) -> Output {
     out
 }
 
+/// A store in `dir` that `soulctl ingest` filled with `n` observes of seven
+/// users in batches of `batch`, the user saying `user(i)` in the `i`th.
+fn ingested(dir: &Path, n: usize, batch: usize, user: impl Fn(usize) -> String) -> PathBuf {
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            let op = serde_json::json!({
+                "op": "observe",
+                "at": format!("2024-06-{:02}T10:00:00", i % 28 + 1),
+                "user": user(i),
+                "agent": "ok",
+                "user_id": format!("u{}", i % 7),
+            });
+            op.to_string()
+        })
+        .collect();
+    let scenario = dir.join("s.jsonl");
+    std::fs::write(&scenario, lines.join("\n")).expect("write scenario");
+    let db = dir.join("store.redb");
+    let batch = batch.to_string();
+    soulctl(&db, &["ingest", scenario.to_str().expect("utf-8"), "--batch", &batch]);
+    db
+}
+
 #[test]
 fn a_compacted_store_checks_clean_and_reports_its_tables() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let lines: Vec<String> = (0..40)
-        .map(|i| {
-            format!(
-                r#"{{"op": "observe", "at": "2024-06-{:02}T10:00:00", "user": "I work at Company{i} and my sister lives in Town{i}", "agent": "ok", "user_id": "u{}"}}"#,
-                i % 28 + 1,
-                i % 7
-            )
-        })
-        .collect();
-    let scenario = dir.path().join("s.jsonl");
-    std::fs::write(&scenario, lines.join("\n")).expect("write scenario");
-    let db = dir.path().join("store.redb");
-    soulctl(&db, &["ingest", scenario.to_str().expect("utf-8"), "--batch", "5"]);
+    let db = ingested(dir.path(), 40, 5, |i| {
+        format!("I work at Company{i} and my sister lives in Town{i}")
+    });
 
     let out = soulctl(&db, &["compact"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -66,19 +79,9 @@ fn a_compacted_store_checks_clean_and_reports_its_tables() {
 #[test]
 fn reindex_points_to_compact_when_the_file_grew() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let lines: Vec<String> = (0..300)
-        .map(|i| {
-            format!(
-                r#"{{"op": "observe", "at": "2024-06-{:02}T10:00:00", "user": "I work at Company{i} and I live in Town{i}, my dog is called Rex{i}", "agent": "ok", "user_id": "u{}"}}"#,
-                i % 28 + 1,
-                i % 7
-            )
-        })
-        .collect();
-    let scenario = dir.path().join("s.jsonl");
-    std::fs::write(&scenario, lines.join("\n")).expect("write scenario");
-    let db = dir.path().join("store.redb");
-    soulctl(&db, &["ingest", scenario.to_str().expect("utf-8"), "--batch", "50"]);
+    let db = ingested(dir.path(), 300, 50, |i| {
+        format!("I work at Company{i} and I live in Town{i}, my dog is called Rex{i}")
+    });
     // Compacted, the file has no free pages: the rebuilt indexes take new ones.
     soulctl(&db, &["compact"]);
     let mut grew = 0;
