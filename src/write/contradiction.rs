@@ -466,7 +466,7 @@ pub fn may_contradict(text: &str, profile: Profile) -> bool {
     } else {
         (&*NEG_DEFAULT, &*VERB_DEFAULT)
     };
-    pairs.iter().any(|p| p.pos.is_match(text) || p.neg.is_match(text))
+    pairs.iter().any(|p| form(p, text) != Form::Neither)
         || verbs.iter().any(|(v, _)| v.is_match(dollar_view(text)))
 }
 
