@@ -178,8 +178,10 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     ids.finish(p);
     progress(entries + rows);
     // The postings and term rows (each posting's length is its memory's).
-    let expected_docs = &exp.docs;
-    let doc_len = |docno: u64| expected_docs.get(&docno).map(|d| d.doc_len);
+    // Looked up once per posting: a hash map, not the ordered map of records.
+    let lens: std::collections::HashMap<u64, u32> =
+        exp.docs.iter().map(|(d, info)| (*d, info.doc_len)).collect();
+    let doc_len = |docno: u64| lens.get(&docno).copied();
     let expected = std::mem::take(&mut exp.postings).sort();
     let mut at = |n: u64| progress(entries + rows + n);
     rows += postings::compare(r, expected, &doc_len, &mut at, p)?;
