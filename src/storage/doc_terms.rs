@@ -76,7 +76,10 @@ pub(crate) fn drop_owner_rows(
     marks: &mut redb::Table<'_, &str, ()>,
     owner: &str,
 ) -> Result<()> {
-    if marks.insert(owner, ())?.is_none() {
+    // Looked up first: an owner already marked (each later flush that grows
+    // it asks again) costs no write.
+    if redb::ReadableTable::get(marks, owner)?.is_none() {
+        marks.insert(owner, ())?;
         rows.retain_in((owner, 0u64)..=(owner, u64::MAX), |_, _| false)?;
     }
     Ok(())

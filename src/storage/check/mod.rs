@@ -178,7 +178,8 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     ids.finish(p);
     progress(entries + rows);
     // The postings and term rows (each posting's length is its memory's).
-    // Looked up once per posting: a hash map, not the ordered map of records.
+    // Each memory's length, looked up once per posting (a hash map, not the
+    // ordered map of records), and for the vectors' check below.
     let lens: std::collections::HashMap<u64, u32> =
         exp.docs.iter().map(|(d, info)| (*d, info.doc_len)).collect();
     let doc_len = |docno: u64| lens.get(&docno).copied();
@@ -194,8 +195,6 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     }
     sup.finish(p);
     rows += redb::ReadableTableMetadata::len(r.superseded()?)?;
-    // Every memory's docno, ascending, for the vectors' check.
-    let known: Vec<u64> = exp.docs.keys().copied().collect();
     let mut docs = SortedDiff::map("docs", std::mem::take(&mut exp.docs));
     for row in r.docs.range::<u64>(..)? {
         let (k, v) = row?;
@@ -272,7 +271,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
 
     for (docno, len) in crate::read::vector::stored_docnos(r)? {
         rows += 1;
-        if known.binary_search(&docno).is_err() {
+        if !lens.contains_key(&docno) {
             p.push(format!("embeddings: stray vector of docno {docno} (no such entry)"));
         } else if len == 0 || len % 4 != 0 {
             p.push(format!("embeddings: vector of docno {docno} is {len} bytes"));
