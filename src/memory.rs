@@ -120,6 +120,7 @@ pub struct MemoryBuilder {
     clock: Arc<dyn Clock>,
     cache_bytes: Option<usize>,
     postings_cache_bytes: Option<usize>,
+    postings_tail_docs: Option<u64>,
     check_integrity: bool,
     prewarm: bool,
     embedder: Option<Arc<dyn Embedder>>,
@@ -134,6 +135,7 @@ impl Default for MemoryBuilder {
             clock: Arc::new(SystemClock),
             cache_bytes: None,
             postings_cache_bytes: None,
+            postings_tail_docs: None,
             check_integrity: false,
             prewarm: true,
             embedder: None,
@@ -179,6 +181,19 @@ impl MemoryBuilder {
     #[must_use]
     pub fn postings_cache_bytes(mut self, bytes: usize) -> Self {
         self.postings_cache_bytes = Some(bytes);
+        self
+    }
+
+    /// How many of the newest memories the postings tail may hold before a write
+    /// merges it into the posting blocks (default: 4,096; see
+    /// `storage::tail`). Writes that add memories append each one's postings to
+    /// the tail as one row; the merge rewrites the last block of every term the
+    /// tail holds. A longer tail makes merges rarer (faster batched ingest, a
+    /// longer single merge when one comes); searches walk the tail without the
+    /// blocks' stored bounds.
+    #[must_use]
+    pub fn postings_tail_docs(mut self, docs: u64) -> Self {
+        self.postings_tail_docs = Some(docs);
         self
     }
 
@@ -274,6 +289,9 @@ impl MemoryBuilder {
     fn finish(self, mut store: Store) -> Memory {
         if let Some(bytes) = self.postings_cache_bytes {
             store.set_postings_cache(bytes);
+        }
+        if let Some(docs) = self.postings_tail_docs {
+            store.set_tail_max(docs);
         }
         let profile = store.profile();
         let settings = self.settings.unwrap_or_else(|| Settings::for_profile(profile));

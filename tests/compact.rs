@@ -13,9 +13,11 @@ use soulmem::{Error, FixedClock, Memory, RecallQuery, TableSpace};
 const USERS: usize = 150;
 const EXCHANGES: u64 = 3_000;
 
+/// Opens the store. Its postings tail holds 256 memories, so that each batch
+/// of `build` reaches the posting blocks and leaves them fragmented.
 fn open(path: &Path) -> Memory {
     let clock = Arc::new(FixedClock::new(parse_timestamp("2025-06-01T12:00:00").expect("ts")));
-    Memory::builder().clock(clock).prewarm(false).open(path).expect("open")
+    Memory::builder().clock(clock).prewarm(false).postings_tail_docs(256).open(path).expect("open")
 }
 
 /// The same store at every call: the synthetic corpus's memories of `EXCHANGES`

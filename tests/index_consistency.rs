@@ -622,8 +622,8 @@ fn a_block_bound_above_its_terms_checks_clean() {
         }
         MemoryEntry::new(MemoryType::Semantic, w.join(" "))
     };
-    // Each batch is over the postings tail's 256 memories, so each reaches
-    // the blocks in its own transaction.
+    // Each batch is over the postings tail's 256 memories (as this store is
+    // opened), so each reaches the blocks in its own transaction.
     let padded = |mut batch: Vec<MemoryEntry>, doc: &mut dyn FnMut(usize, usize) -> MemoryEntry| {
         while batch.len() < 300 {
             batch.push(doc(0, 4));
@@ -632,7 +632,7 @@ fn a_block_bound_above_its_terms_checks_clean() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("bounds.redb");
-    let mem = Memory::open(&path).expect("open");
+    let mem = Memory::builder().postings_tail_docs(256).open(&path).expect("open");
     // A first block of "zeta" (full at 128 postings) with one short memory
     // holding it three times: the term's bound.
     let mut first: Vec<MemoryEntry> = (0..140).map(|_| doc(1, 12)).collect();
@@ -688,7 +688,7 @@ fn a_block_bound_above_its_terms_checks_clean() {
 fn check_reports_postings_gone_stray_and_miscounted() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("postings.redb");
-    let mem = Memory::open(&path).expect("open");
+    let mem = Memory::builder().postings_tail_docs(256).open(&path).expect("open");
     // Over the tail's 256 memories: these reach the blocks.
     let batch: Vec<MemoryEntry> = (0..300)
         .map(|i| {

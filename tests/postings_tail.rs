@@ -39,14 +39,14 @@ fn found(mem: &Memory, query: &str) -> Vec<String> {
 
 #[test]
 fn single_adds_stay_in_the_tail_until_it_is_full() {
-    let mem = Memory::open_in_memory().expect("open");
+    let limit = 64;
+    let mem = Memory::builder().postings_tail_docs(limit as u64).open_in_memory().expect("open");
     let first = mem.add(entry(0)).expect("add");
     assert_eq!(tail_rows(&mem), 1);
     assert_eq!(block_rows(&mem), 0, "a single add writes no block");
     assert_eq!(found(&mem, &word(0)), vec![first.clone()]);
     assert_consistent(&mem);
 
-    let limit = soulmem::storage::tail::TAIL_MAX_DOCS as usize;
     for i in 1..limit {
         mem.add(entry(i)).expect("add");
     }
@@ -64,6 +64,36 @@ fn single_adds_stay_in_the_tail_until_it_is_full() {
     assert_eq!(tail_rows(&mem), 1);
     assert_eq!(found(&mem, &word(limit + 1)), vec![next]);
     assert_consistent(&mem);
+}
+
+/// By default a batch of 1,000 new memories goes into the tail whole, as do the
+/// next ones until the tail would pass `TAIL_MAX_DOCS`; the batch that would
+/// take it past merges it, and searches find the same memories either way.
+#[test]
+fn batches_fill_the_tail_before_a_merge() {
+    let mem = Memory::open_in_memory().expect("open");
+    let limit = soulmem::storage::tail::TAIL_MAX_DOCS as usize;
+    let batch = 1000;
+    let mut ids = Vec::new();
+    let mut added = 0;
+    while added + batch <= limit {
+        ids.extend(mem.add_batch((added..added + batch).map(entry).collect()).expect("add"));
+        added += batch;
+        assert_eq!(tail_rows(&mem), added as u64);
+        assert_eq!(block_rows(&mem), 0, "no merge before the tail is full");
+    }
+    assert_consistent(&mem);
+    let in_tail = found(&mem, "kayaking");
+    ids.extend(mem.add_batch((added..added + batch).map(entry).collect()).expect("add"));
+    assert_eq!(tail_rows(&mem), 0, "the batch that does not fit merges the tail");
+    assert!(block_rows(&mem) > 0);
+    assert_consistent(&mem);
+    // The oldest memories rank the same from the blocks as from the tail (the
+    // newer ones hold the same words: the top ten is the first ten added).
+    assert_eq!(in_tail, ids[..10].to_vec());
+    assert_eq!(found(&mem, "kayaking"), in_tail);
+    assert_eq!(found(&mem, &word(7)), vec![ids[7].clone()]);
+    assert_eq!(found(&mem, &word(added + 3)), vec![ids[added + 3].clone()]);
 }
 
 #[test]

@@ -225,12 +225,15 @@ enum Blocks<'a> {
 }
 
 /// A position in one term's postings, moving forward only; the term's tail
-/// postings come as one last block.
+/// postings come after its blocks, as blocks of [`postings::BLOCK`] postings
+/// bounded on the fly.
 struct Cursor<'a> {
     blocks: Blocks<'a>,
     /// The current block's index in a cached term.
     cached_block: Option<usize>,
     tail: Option<TailTerm>,
+    /// Tail postings already handed out as blocks.
+    tail_used: usize,
     /// The current block's row value, kept until it is decoded.
     raw: Option<AccessGuard<'a, &'static [u8]>>,
     /// The current block's header; `None` once the term is exhausted.
@@ -294,6 +297,7 @@ impl<'a> Cursor<'a> {
             blocks,
             cached_block: None,
             tail: r.tail.term(tok),
+            tail_used: 0,
             raw: None,
             head: None,
             block_upper: 0.0,
@@ -362,13 +366,22 @@ impl<'a> Cursor<'a> {
         match next {
             Some(h) => self.head = Some(h),
             None => {
-                // The tail, already decoded (its postings are counted as read when
-                // the cursor first stops in it).
-                if let Some(t) = self.tail.take()
-                    && let Some(h) = Header::of_decoded(&t.postings, t.impacts)
-                {
-                    self.head = Some(h);
-                    self.postings.extend_from_slice(&t.postings);
+                // The tail's next block, already decoded (its postings are counted
+                // as read when the cursor first stops in it). A tail holds up to
+                // `TAIL_MAX_DOCS` memories: bounded block by block, a long one is
+                // skipped in steps as the blocks are.
+                if let Some(t) = &self.tail {
+                    let rest = t.postings.get(self.tail_used..).unwrap_or(&[]);
+                    let block = &rest[..rest.len().min(postings::BLOCK)];
+                    let mut impacts = postings::Impacts::default();
+                    for p in block {
+                        impacts.add(p.tf, p.len);
+                    }
+                    if let Some(h) = Header::of_decoded(block, impacts) {
+                        self.head = Some(h);
+                        self.postings.extend_from_slice(block);
+                        self.tail_used += block.len();
+                    }
                 }
             }
         }
@@ -1022,14 +1035,19 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(16))]
         /// Block-max pruning returns exactly the brute-force top k (ties by docno),
-        /// with and without a filter, over stores spanning many blocks per term.
+        /// with and without a filter, over stores spanning many blocks per term,
+        /// in the posting blocks or the postings tail.
         #[test]
         fn top_k_matches_brute_force(
             docs in prop::collection::vec(prop::collection::vec(0usize..24, 1..9), 300..900),
             queries in prop::collection::vec(
                 (prop::collection::vec((0usize..12, 1u8..3), 1..5), 1usize..30, 0u64..4), 1..6),
+            tail in prop::sample::select(vec![0u64, 256, 4096]),
         ) {
-            let mem = Memory::open_in_memory().expect("test store");
+            // Every posting in the blocks, some in a tail, or every one in a tail
+            // of several blocks' worth.
+            let mem =
+                Memory::builder().postings_tail_docs(tail).open_in_memory().expect("test store");
             // Skewed vocabulary: low word indexes are common, high ones rare.
             let entries: Vec<MemoryEntry> = docs
                 .iter()
@@ -1264,9 +1282,15 @@ mod tests {
 
     /// Searches that walk a long term's rows pay for them, and the term is decoded
     /// whole only once they have paid what that costs; every search finds the same.
+    /// A store whose postings tail holds 256 memories (the default holds
+    /// more): the batches of these tests reach the blocks.
+    fn small_tail() -> Memory {
+        Memory::builder().postings_tail_docs(256).open_in_memory().expect("test store")
+    }
+
     #[test]
     fn searches_pay_for_the_rows_they_walk() {
-        let mem = Memory::open_in_memory().expect("test store");
+        let mem = small_tail();
         mem.add_batch((0..600).map(words_doc).collect()).expect("test store");
         let plain = search_alpha(&mem.read().expect("test store"));
         let cache = Arc::new(BlockCache::new(1 << 20));
@@ -1289,7 +1313,7 @@ mod tests {
     /// its own.
     #[test]
     fn cached_blocks_follow_writes() {
-        let mem = Memory::open_in_memory().expect("test store");
+        let mem = small_tail();
         let cache = Arc::new(BlockCache::eager(1 << 20));
         mem.add_batch((0..600).map(words_doc).collect()).expect("test store");
         let mut before = mem.read().expect("test store");
@@ -1322,7 +1346,7 @@ mod tests {
     /// rows give.
     #[test]
     fn cached_search_matches_rows_while_writes_go_on() {
-        let mem = Memory::open_in_memory().expect("test store");
+        let mem = small_tail();
         mem.add_batch((0..600).map(words_doc).collect()).expect("test store");
         let cache = Arc::new(BlockCache::eager(1 << 20));
         let off = Arc::new(BlockCache::new(0));

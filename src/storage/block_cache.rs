@@ -409,9 +409,10 @@ mod tests {
     use crate::memory::Memory;
     use crate::model::{MemoryEntry, MemoryType};
 
-    /// A store where `alpha` is in 600 memories, `bravo` in 300, `charlie` in 200.
+    /// A store where `alpha` is in 600 memories, `bravo` in 300, `charlie` in 200,
+    /// all in the posting blocks (no tail).
     fn store() -> Memory {
-        let mem = Memory::open_in_memory().expect("test store");
+        let mem = Memory::builder().postings_tail_docs(0).open_in_memory().expect("test store");
         let entries = (0..600)
             .map(|i| {
                 let mut text = String::from("alpha");

@@ -116,6 +116,9 @@ pub struct Store {
     /// hold most of the store). Only speed depends on it (every search gives the
     /// same results).
     large_owners: parking_lot::Mutex<std::collections::HashMap<String, (u64, bool)>>,
+    /// Memories the postings tail may hold before a write transaction merges it
+    /// into the blocks ([`tail::TAIL_MAX_DOCS`] unless set).
+    tail_max: u64,
 }
 
 /// Where a store's write transactions spent their time, summed over those
@@ -484,6 +487,7 @@ impl Store {
             last_durable_write: std::sync::atomic::AtomicU64::new(u64::MAX),
             timings: parking_lot::Mutex::new(WriteTimings::default()),
             large_owners: parking_lot::Mutex::new(std::collections::HashMap::new()),
+            tail_max: tail::TAIL_MAX_DOCS,
             access: std::sync::Arc::new(access_log::AccessLog::new(
                 applied,
                 crate::Settings::for_profile(profile).access_history_cap,
@@ -558,6 +562,12 @@ impl Store {
     /// Replaces the cache of decoded postings by an empty one of `bytes` bytes.
     pub(crate) fn set_postings_cache(&mut self, bytes: usize) {
         self.blocks = std::sync::Arc::new(block_cache::BlockCache::new(bytes));
+    }
+
+    /// Sets how many memories the postings tail may hold before a write merges it
+    /// into the blocks (see [`tail::TAIL_MAX_DOCS`]).
+    pub(crate) fn set_tail_max(&mut self, docs: u64) {
+        self.tail_max = docs;
     }
 
     /// The profile the store was created with.

@@ -54,6 +54,8 @@ pub struct Writer<'t> {
     tail_writes: tail::TailWrites,
     /// What it did to the tail, once flushed: the new version and the change.
     tail_done: (u64, tail::TailChange),
+    /// Memories the tail may hold before this transaction merges it.
+    tail_max: u64,
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
     pub(super) stats: CorpusStats,
     /// The statistics as stored when the transaction began (`None`: no row), so
@@ -291,6 +293,7 @@ impl<'t> Writer<'t> {
             first_new: stats.next_docno,
             tail_writes: tail::TailWrites::default(),
             tail_done: (0, tail::TailChange::Unchanged),
+            tail_max: tail::TAIL_MAX_DOCS,
             entry_tables: HashMap::new(),
             stats,
             stored_stats,
@@ -304,6 +307,12 @@ impl<'t> Writer<'t> {
             fact_changes: None,
             graph: None,
         })
+    }
+
+    /// Sets how many memories the postings tail may hold before this transaction
+    /// merges it into the blocks ([`tail::TAIL_MAX_DOCS`] unless set).
+    pub(crate) fn set_tail_max(&mut self, docs: u64) {
+        self.tail_max = docs;
     }
 
     /// Starts from what the previous committed transaction kept.
@@ -346,7 +355,7 @@ impl<'t> Writer<'t> {
             // buffered postings).
             let new_docs = self.stats.next_docno.saturating_sub(self.first_new);
             if self.pending.only_adds_from(self.first_new)
-                && self.tail.len()? + new_docs <= tail::TAIL_MAX_DOCS
+                && self.tail.len()? + new_docs <= self.tail_max
             {
                 for (docno, doc) in self.pending.take_by_doc() {
                     self.tail.insert(docno, encode(&doc)?.as_slice())?;
