@@ -550,17 +550,15 @@ impl<'t> Writer<'t> {
         entry.normalize();
         entry.validate().map_err(Error::InvalidMemory)?;
         schema::entry_table_name(&entry.layer, &entry.domain)?;
+        let docno = self.stats.next_docno;
         if entry.id.is_empty() {
-            entry.id = new_id();
-            while self.docno_of(&entry.id)?.is_some() {
-                entry.id = new_id();
-            }
+            entry.id = self.claim_new_id(docno, new_id)?;
         } else if self.docno_of(&entry.id)?.is_some() {
             return Err(Error::DuplicateId(entry.id));
+        } else {
+            self.ids.insert(entry.id.as_str(), docno)?;
         }
-        let docno = self.stats.next_docno;
         self.stats.next_docno += 1;
-        self.ids.insert(entry.id.as_str(), docno)?;
         let context = context.filter(|c| !c.trim().is_empty());
         if let Some(c) = context {
             self.context.insert(docno, c)?;
@@ -571,6 +569,23 @@ impl<'t> Writer<'t> {
         let record = encode(&entry)?;
         self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;
         Ok(docno)
+    }
+
+    /// Maps the first id `next` makes that no memory holds to `docno`, and
+    /// returns it. A new id is free unless a restored memory holds it: the
+    /// insert itself tells (and the holder gets its docno back), so a new memory
+    /// costs one lookup in `ids`, not two.
+    fn claim_new_id(&mut self, docno: u64, mut next: impl FnMut() -> String) -> Result<String> {
+        loop {
+            let id = next();
+            let held = self.ids.insert(id.as_str(), docno)?.map(|v| v.value());
+            match held {
+                None => return Ok(id),
+                Some(held) => {
+                    self.ids.insert(id.as_str(), held)?;
+                }
+            }
+        }
     }
 
     /// Inserts many new entries at once, with their index keys already computed
@@ -1131,6 +1146,28 @@ fn bump2(table: &mut Table<'_, (Str, Str), u64>, part: &str, key: &str, delta: i
 #[cfg(test)]
 mod tests {
     use super::new_id;
+
+    /// A new id that a memory already holds is passed over, and the holder
+    /// keeps its docno.
+    #[test]
+    fn a_new_id_never_takes_one_held() {
+        let mem = crate::Memory::open_in_memory().expect("store");
+        let mut held = crate::MemoryEntry::new(crate::MemoryType::Semantic, "held");
+        held.id = "aaaaaaaaaaaa".into();
+        let held = mem.add(held).expect("add");
+        let mut made = vec!["bbbbbbbbbbbb", "aaaaaaaaaaaa"];
+        let (got, holder, claimed) = mem
+            .write(|w| {
+                let holder = w.docno_of(&held)?;
+                let got = w.claim_new_id(99, || made.pop().unwrap_or_default().to_owned())?;
+                let claimed = (w.docno_of(&held)?, w.docno_of(&got)?);
+                Ok((got, holder, claimed))
+            })
+            .expect("write");
+        assert_eq!(got, "bbbbbbbbbbbb");
+        assert_eq!(claimed, (holder, Some(99)));
+        assert!(holder.is_some());
+    }
 
     #[test]
     fn new_ids_are_hex_and_ordered_by_time() {

@@ -132,8 +132,10 @@ pub struct ScaleArgs {
     /// Exchanges per observe_batch transaction in the ingest measurement.
     #[arg(long, default_value_t = 1000)]
     batch: usize,
-    /// observe_batch transactions in the ingest measurement.
-    #[arg(long, default_value_t = 5)]
+    /// observe_batch transactions in the ingest measurement: enough that the
+    /// measurement holds about as many merges of the postings tail (one per
+    /// ~4,096 new memories, three or four batches of 1,000) as a long ingest.
+    #[arg(long, default_value_t = 10)]
     batches: usize,
     /// Corpus seed.
     #[arg(long, default_value_t = 42)]
