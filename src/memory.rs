@@ -185,12 +185,14 @@ impl MemoryBuilder {
     }
 
     /// How many of the newest memories the postings tail may hold before a write
-    /// merges it into the posting blocks (default: 4,096; see
-    /// `storage::tail`). Writes that add memories append each one's postings to
-    /// the tail as one row; the merge rewrites the last block of every term the
-    /// tail holds. A longer tail makes merges rarer (faster batched ingest, a
-    /// longer single merge when one comes); searches walk the tail without the
-    /// blocks' stored bounds.
+    /// merges it into the posting blocks (default: a 64th of the store's
+    /// memories, at least 256 and at most 4,096; 0 sends every write's postings
+    /// to the blocks; see `storage::tail`). Writes that only add
+    /// memories append each one's postings to the tail as one row; the merge
+    /// rewrites the last block of every term the tail holds. A longer tail makes
+    /// merges rarer (faster batched ingest, a longer single merge when one
+    /// comes); searches bound the tail's postings as they read them instead of
+    /// from stored bounds.
     #[must_use]
     pub fn postings_tail_docs(mut self, docs: u64) -> Self {
         self.postings_tail_docs = Some(docs);

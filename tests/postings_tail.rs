@@ -66,13 +66,14 @@ fn single_adds_stay_in_the_tail_until_it_is_full() {
     assert_consistent(&mem);
 }
 
-/// By default a batch of 1,000 new memories goes into the tail whole, as do the
-/// next ones until the tail would pass `TAIL_MAX_DOCS`; the batch that would
-/// take it past merges it, and searches find the same memories either way.
+/// With a tail of 4,096 memories (the default on a store of 262,144 or more), a
+/// batch of 1,000 new memories goes into the tail whole, as do the next ones
+/// until the tail would pass 4,096; the batch that would take it past merges it,
+/// and searches find the same memories either way.
 #[test]
 fn batches_fill_the_tail_before_a_merge() {
-    let mem = Memory::open_in_memory().expect("open");
     let limit = soulmem::storage::tail::TAIL_MAX_DOCS as usize;
+    let mem = Memory::builder().postings_tail_docs(limit as u64).open_in_memory().expect("open");
     let batch = 1000;
     let mut ids = Vec::new();
     let mut added = 0;
@@ -94,6 +95,23 @@ fn batches_fill_the_tail_before_a_merge() {
     assert_eq!(found(&mem, "kayaking"), in_tail);
     assert_eq!(found(&mem, &word(7)), vec![ids[7].clone()]);
     assert_eq!(found(&mem, &word(added + 3)), vec![ids[added + 3].clone()]);
+}
+
+/// By default the tail holds a 64th of the store, within 256 and 4,096
+/// memories: on a small store a batch of 300 goes to the blocks.
+#[test]
+fn the_default_tail_follows_the_store_size() {
+    use soulmem::storage::tail::default_cap;
+    assert_eq!(default_cap(0), 256);
+    assert_eq!(default_cap(64 * 1000), 1000);
+    assert_eq!(default_cap(1_000_000), 4096);
+    let mem = Memory::open_in_memory().expect("open");
+    mem.add_batch((0..200).map(entry).collect()).expect("add");
+    assert_eq!(tail_rows(&mem), 200);
+    mem.add_batch((200..300).map(entry).collect()).expect("add");
+    assert_eq!(tail_rows(&mem), 0, "300 is past a small store's 256");
+    assert!(block_rows(&mem) > 0);
+    assert_consistent(&mem);
 }
 
 #[test]

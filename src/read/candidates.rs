@@ -367,8 +367,8 @@ impl<'a> Cursor<'a> {
             Some(h) => self.head = Some(h),
             None => {
                 // The tail's next block, already decoded (its postings are counted
-                // as read when the cursor first stops in it). A tail holds up to
-                // `TAIL_MAX_DOCS` memories: bounded block by block, a long one is
+                // as read when the cursor first stops in it). A tail may hold
+                // thousands of memories: bounded block by block, a long one is
                 // skipped in steps as the blocks are.
                 if let Some(t) = &self.tail {
                     let rest = t.postings.get(self.tail_used..).unwrap_or(&[]);
@@ -1280,14 +1280,14 @@ mod tests {
         got.iter().map(|c| (c.docno, c.bm25)).collect()
     }
 
-    /// Searches that walk a long term's rows pay for them, and the term is decoded
-    /// whole only once they have paid what that costs; every search finds the same.
     /// A store whose postings tail holds 256 memories (the default holds
     /// more): the batches of these tests reach the blocks.
     fn small_tail() -> Memory {
         Memory::builder().postings_tail_docs(256).open_in_memory().expect("test store")
     }
 
+    /// Searches that walk a long term's rows pay for them, and the term is decoded
+    /// whole only once they have paid what that costs; every search finds the same.
     #[test]
     fn searches_pay_for_the_rows_they_walk() {
         let mem = small_tail();

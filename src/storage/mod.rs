@@ -117,8 +117,8 @@ pub struct Store {
     /// same results).
     large_owners: parking_lot::Mutex<std::collections::HashMap<String, (u64, bool)>>,
     /// Memories the postings tail may hold before a write transaction merges it
-    /// into the blocks ([`tail::TAIL_MAX_DOCS`] unless set).
-    tail_max: u64,
+    /// into the blocks (`None`: [`tail::default_cap`] of the store's size).
+    tail_max: Option<u64>,
 }
 
 /// Where a store's write transactions spent their time, summed over those
@@ -487,7 +487,7 @@ impl Store {
             last_durable_write: std::sync::atomic::AtomicU64::new(u64::MAX),
             timings: parking_lot::Mutex::new(WriteTimings::default()),
             large_owners: parking_lot::Mutex::new(std::collections::HashMap::new()),
-            tail_max: tail::TAIL_MAX_DOCS,
+            tail_max: None,
             access: std::sync::Arc::new(access_log::AccessLog::new(
                 applied,
                 crate::Settings::for_profile(profile).access_history_cap,
@@ -565,9 +565,9 @@ impl Store {
     }
 
     /// Sets how many memories the postings tail may hold before a write merges it
-    /// into the blocks (see [`tail::TAIL_MAX_DOCS`]).
+    /// into the blocks (instead of [`tail::default_cap`]).
     pub(crate) fn set_tail_max(&mut self, docs: u64) {
-        self.tail_max = docs;
+        self.tail_max = Some(docs);
     }
 
     /// The profile the store was created with.

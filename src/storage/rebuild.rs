@@ -190,6 +190,11 @@ impl Store {
             let change = w.take_tail_change();
             (out, w.into_carry(), change, applied, [working, flushing])
         };
+        // The tail index of the new version is cached before the commit makes
+        // the version visible, so no reader finds it missing and indexes the
+        // whole tail itself. Should the commit fail, no snapshot ever names that
+        // (random) version.
+        self.tails.committed(version, &change);
         let committing = std::time::Instant::now();
         txn.commit()?;
         if let Some(t) = timings {
@@ -206,7 +211,6 @@ impl Store {
             self.access.committed(applied);
         }
         *carry = next;
-        self.tails.committed(version, &change);
         Ok(out)
     }
 

@@ -35,15 +35,27 @@ use serde::{Deserialize, Serialize};
 use super::postings::{Impacts, Posting};
 use crate::error::Result;
 
-/// Memories the tail holds at most before it is merged into the blocks.
+/// Memories the tail holds at most, by default, before it is merged into the
+/// blocks: a 64th of the store ([`default_cap`]), at least this many...
+pub const TAIL_MIN_DOCS: u64 = 256;
+/// ... and at most this many.
 ///
 /// A merge rewrites the last block of every term the tail holds (at 1M memories
 /// a batch of 1,000 observes touches ~3,300 leaves of the postings table), so the
-/// longer the tail, the fewer merges: a batch of 1,000 observes goes into the
-/// tail whole and the blocks take three or four batches at once. Queries read the
-/// tail's postings as blocks of [`super::postings::BLOCK`], bounded as they come
-/// (`read::candidates`), and a reader indexes it once per version.
+/// longer the tail, the fewer merges: at 1M a batch of 1,000 observes goes into
+/// the tail whole and the blocks take three or four batches at once. Queries read
+/// the tail's postings as blocks of [`super::postings::BLOCK`], bounded as they
+/// come (`read::candidates`), without the blocks' stored bounds: a tail kept to a
+/// small share of the store costs them little. Writers keep the index of each
+/// version readers will see ([`TailCache`]).
 pub const TAIL_MAX_DOCS: u64 = 4096;
+
+/// The tail's default size for a store of `docs` memories: a 64th of them,
+/// within [`TAIL_MIN_DOCS`] and [`TAIL_MAX_DOCS`].
+#[must_use]
+pub fn default_cap(docs: u64) -> u64 {
+    (docs / 64).clamp(TAIL_MIN_DOCS, TAIL_MAX_DOCS)
+}
 
 /// One tail row: a memory's index terms with their weighted frequencies, and its
 /// weighted length.
@@ -271,9 +283,16 @@ pub fn decode_version(bytes: &[u8]) -> Result<u64> {
     ))
 }
 
-/// The tail index of the latest tail version a reader or writer has seen.
+/// Tail versions a [`TailCache`] keeps indexed.
+const CACHED_VERSIONS: usize = 4;
+
+/// The tail indexes of the tail versions readers and writers used last, most
+/// recent first. A reader whose snapshot began just before a commit asks for the
+/// version before it: kept here, it is not indexed again (a tail of thousands of
+/// memories takes milliseconds to index), and indexing it does not push out the
+/// version the next commit extends.
 #[derive(Debug, Default)]
-pub struct TailCache(parking_lot::Mutex<Option<(u64, Arc<TailIndex>)>>);
+pub struct TailCache(parking_lot::Mutex<std::collections::VecDeque<(u64, Arc<TailIndex>)>>);
 
 impl TailCache {
     /// The index of tail version `version`, from the cache or built by `load`
@@ -289,32 +308,48 @@ impl TailCache {
         if version == 0 {
             return Ok(Arc::new(TailIndex::default()));
         }
-        if let Some((v, index)) = &*self.0.lock()
-            && *v == version
-        {
-            return Ok(index.clone());
+        if let Some(index) = self.find(version) {
+            return Ok(index);
         }
         let index = Arc::new(load()?);
-        *self.0.lock() = Some((version, index.clone()));
+        self.put(version, index.clone());
         Ok(index)
     }
 
+    /// The cached index of `version` (the empty index for 0).
+    fn find(&self, version: u64) -> Option<Arc<TailIndex>> {
+        if version == 0 {
+            return Some(Arc::new(TailIndex::default()));
+        }
+        self.0.lock().iter().find(|(v, _)| *v == version).map(|(_, index)| index.clone())
+    }
+
+    /// Caches `index` as `version`'s, as the most recently used.
+    fn put(&self, version: u64, index: Arc<TailIndex>) {
+        let mut cache = self.0.lock();
+        cache.retain(|(v, _)| *v != version);
+        cache.push_front((version, index));
+        cache.truncate(CACHED_VERSIONS);
+    }
+
     /// Brings the cache to `version` after a commit made `change`, without
-    /// reading the table (when the cache held the version the commit started
+    /// reading the table (when the cache holds the version the commit started
     /// from, or the tail was replaced).
     pub fn committed(&self, version: u64, change: &TailChange) {
-        let mut cache = self.0.lock();
+        if version == 0 {
+            return;
+        }
         let next = match change {
             TailChange::Unchanged => return,
-            TailChange::Appended { prev, docs } => match &*cache {
-                Some((v, index)) if v == prev => index.appended(docs.iter().map(|(d, x)| (*d, x))),
-                _ => return,
+            TailChange::Appended { prev, docs } => match self.find(*prev) {
+                Some(index) => index.appended(docs.iter().map(|(d, x)| (*d, x))),
+                None => return,
             },
             TailChange::Replaced { docs } => {
                 TailIndex::default().appended(docs.iter().map(|(d, x)| (*d, x)))
             }
         };
-        *cache = (version != 0).then(|| (version, Arc::new(next)));
+        self.put(version, Arc::new(next));
     }
 }
 
@@ -379,5 +414,39 @@ mod tests {
         cache.committed(99, &TailChange::Appended { prev: 12345, docs: vec![(500, doc(500))] });
         let loaded = cache.get(99, || Ok(TailIndex::default())).expect("get");
         assert_eq!(loaded.docs(), 0, "loaded by the reader, not guessed");
+    }
+
+    /// A reader whose snapshot is a commit or two behind finds its version
+    /// indexed, and loading an old version does not push out the newest.
+    #[test]
+    fn recent_versions_stay_indexed() {
+        let cache = TailCache::default();
+        cache.committed(1, &TailChange::Replaced { docs: vec![(10, doc(10))] });
+        cache.committed(2, &TailChange::Appended { prev: 1, docs: vec![(11, doc(11))] });
+        cache.committed(3, &TailChange::Appended { prev: 2, docs: vec![(12, doc(12))] });
+        let none = || -> Result<TailIndex> { panic!("indexed again") };
+        assert_eq!(cache.get(2, none).expect("get").docs(), 2);
+        assert_eq!(cache.get(3, none).expect("get").docs(), 3);
+        // A version loaded by a reader is kept, and the next commit extends it.
+        let loaded = cache.get(77, || Ok(TailIndex::default())).expect("get");
+        assert_eq!(loaded.docs(), 0);
+        cache.committed(78, &TailChange::Appended { prev: 77, docs: vec![(20, doc(20))] });
+        assert_eq!(cache.get(78, none).expect("get").docs(), 1);
+        cache.committed(4, &TailChange::Appended { prev: 3, docs: vec![(13, doc(13))] });
+        assert_eq!(cache.get(4, none).expect("get").docs(), 4);
+        assert_eq!(cache.get(3, none).expect("get").docs(), 3);
+        // A tail started after a merge (from the empty version 0) is followed too.
+        cache.committed(50, &TailChange::Appended { prev: 0, docs: vec![(30, doc(30))] });
+        assert_eq!(cache.get(50, none).expect("get").docs(), 1);
+        // Only the last few versions are kept.
+        for v in 5..5 + CACHED_VERSIONS as u64 {
+            cache.committed(v, &TailChange::Appended { prev: v - 1, docs: vec![(10 + v, doc(v))] });
+        }
+        let mut reloaded = false;
+        let _ = cache.get(2, || {
+            reloaded = true;
+            Ok(TailIndex::default())
+        });
+        assert!(reloaded, "version 2 was dropped");
     }
 }

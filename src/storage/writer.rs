@@ -54,8 +54,9 @@ pub struct Writer<'t> {
     tail_writes: tail::TailWrites,
     /// What it did to the tail, once flushed: the new version and the change.
     tail_done: (u64, tail::TailChange),
-    /// Memories the tail may hold before this transaction merges it.
-    tail_max: u64,
+    /// Memories the tail may hold before this transaction merges it (`None`:
+    /// [`tail::default_cap`] of the store's size).
+    tail_max: Option<u64>,
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
     pub(super) stats: CorpusStats,
     /// The statistics as stored when the transaction began (`None`: no row), so
@@ -293,7 +294,7 @@ impl<'t> Writer<'t> {
             first_new: stats.next_docno,
             tail_writes: tail::TailWrites::default(),
             tail_done: (0, tail::TailChange::Unchanged),
-            tail_max: tail::TAIL_MAX_DOCS,
+            tail_max: None,
             entry_tables: HashMap::new(),
             stats,
             stored_stats,
@@ -310,8 +311,9 @@ impl<'t> Writer<'t> {
     }
 
     /// Sets how many memories the postings tail may hold before this transaction
-    /// merges it into the blocks ([`tail::TAIL_MAX_DOCS`] unless set).
-    pub(crate) fn set_tail_max(&mut self, docs: u64) {
+    /// merges it into the blocks (`None`: [`tail::default_cap`] of the store's
+    /// size).
+    pub(crate) fn set_tail_max(&mut self, docs: Option<u64>) {
         self.tail_max = docs;
     }
 
@@ -355,7 +357,8 @@ impl<'t> Writer<'t> {
             // buffered postings).
             let new_docs = self.stats.next_docno.saturating_sub(self.first_new);
             if self.pending.only_adds_from(self.first_new)
-                && self.tail.len()? + new_docs <= self.tail_max
+                && self.tail.len()? + new_docs
+                    <= self.tail_max.unwrap_or_else(|| tail::default_cap(self.stats.docs))
             {
                 for (docno, doc) in self.pending.take_by_doc() {
                     self.tail.insert(docno, encode(&doc)?.as_slice())?;
