@@ -1280,8 +1280,9 @@ mod tests {
         got.iter().map(|c| (c.docno, c.bm25)).collect()
     }
 
-    /// A store whose postings tail holds 256 memories (the default holds
-    /// more): the batches of these tests reach the blocks.
+    /// A store whose postings tail holds 256 memories (the default on a small
+    /// store, set here so that these tests do not depend on it): their batches
+    /// reach the blocks.
     fn small_tail() -> Memory {
         Memory::builder().postings_tail_docs(256).open_in_memory().expect("test store")
     }

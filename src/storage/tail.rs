@@ -417,7 +417,8 @@ mod tests {
     }
 
     /// A reader whose snapshot is a commit or two behind finds its version
-    /// indexed, and loading an old version does not push out the newest.
+    /// indexed; a version a reader indexed is kept, and the next commit extends
+    /// it; the least recently used version goes first.
     #[test]
     fn recent_versions_stay_indexed() {
         let cache = TailCache::default();
