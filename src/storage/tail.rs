@@ -87,7 +87,11 @@ impl Segment {
     fn add(&mut self, docno: u64, doc: &TailDoc) {
         self.docs += 1;
         for (term, tf) in &doc.terms {
-            let t = self.terms.entry(term.clone()).or_default();
+            // The term is copied only the first time the segment meets it.
+            let t = match self.terms.get_mut(term.as_str()) {
+                Some(t) => t,
+                None => self.terms.entry(term.clone()).or_default(),
+            };
             t.postings.push(Posting { docno, tf: *tf, len: doc.len });
             t.impacts.add(*tf, doc.len);
         }
