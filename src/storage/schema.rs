@@ -33,8 +33,9 @@ pub const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("docs");
 /// schema 2 kept one row per posting and a separate `terms` table.)
 pub const POSTINGS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("posting_blocks");
 
-/// `docno → TailDoc`: the postings of the newest memories (at most
-/// `storage::tail::TAIL_MAX_DOCS`), not yet merged into [`POSTINGS`]; every docno
+/// `docno → TailDoc`: the postings of the newest memories (by default at most
+/// `storage::tail::default_cap` of the store's size), not yet merged into
+/// [`POSTINGS`]; every docno
 /// here is above every docno there (schema 4).
 pub const POSTING_TAIL: TableDefinition<u64, &[u8]> = TableDefinition::new("posting_tail");
 
