@@ -309,9 +309,6 @@ impl TailCache {
         version: u64,
         load: impl FnOnce() -> Result<TailIndex>,
     ) -> Result<Arc<TailIndex>> {
-        if version == 0 {
-            return Ok(Arc::new(TailIndex::default()));
-        }
         if let Some(index) = self.find(version) {
             return Ok(index);
         }
