@@ -15,6 +15,12 @@ use clap::Parser;
 use serde_json::{Map, Value};
 use soulmem_compare::{Sqlite, Tantivy};
 
+/// The allocator soulctl links (see its main.rs), so that soulmem's figures here
+/// are soulctl's; tantivy and SQLite run under it too.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Scale benchmarks with baselines.
 #[derive(Parser, Debug)]
 #[command(name = "soulmem-bench", version, about)]
