@@ -406,7 +406,7 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     txn.commit().expect("commit");
 }
 
-/// Schema-3 to 10 stores open as schema 11: an empty postings tail that the next
+/// Schema-3 to 10 stores open as schema 12: an empty postings tail that the next
 /// small write starts, a card for every active fact, which dedup reads, compact
 /// records that hold the access metadata, each memory's terms row, which a
 /// `user_id`-filtered recall scores, its owner and domain terms' postings
@@ -453,11 +453,89 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
-        assert_eq!(schema_of(&path), 11);
+        assert_eq!(schema_of(&path), 12);
         let names = table_names(&path);
         assert!(!names.iter().any(|n| n == "users"), "schema {version}: {names:?}");
         assert!(names.iter().any(|n| n == "rowless_owners"), "schema {version}: {names:?}");
     }
+}
+
+/// A schema-11 store holds a `user_terms` row for every memory, those in the
+/// postings tail too; opened as schema 12 it keeps none for the tail's memories
+/// (readers derive them from the tail rows), `check` finds it consistent, and a
+/// `user_id`-filtered recall finds the memory in the tail.
+#[test]
+fn a_schema_11_store_drops_the_tail_memories_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v11.redb");
+    let merged = dir.path().join("merged.redb");
+    let owned = |text: &str| {
+        let mut e = MemoryEntry::new(MemoryType::Semantic, text);
+        e.user_id = Some("ana".into());
+        e
+    };
+    let kayak = {
+        let mem = Memory::open(&path).expect("open");
+        mem.add_batch(TEXTS.iter().map(|t| owned(t)).collect()).expect("add");
+        mem.reindex(|_| {}).expect("reindex"); // everything in blocks
+        let id = mem.add(owned("Ana keeps a kayak by the fjord")).expect("add");
+        let rows = mem.stats().expect("stats").index_rows;
+        assert_eq!(rows["posting_tail"], 1);
+        assert_eq!(rows["user_terms"], TEXTS.len() as u64);
+        id
+    };
+    // The same store with the tail merged holds the tail memory's row: copied
+    // into the first, it makes a schema-11 store.
+    std::fs::copy(&path, &merged).expect("copy");
+    Memory::open(&merged).expect("open").reindex(|_| {}).expect("reindex");
+    let terms: redb::TableDefinition<(&str, u64), &[u8]> = redb::TableDefinition::new("user_terms");
+    let all_rows: Vec<((String, u64), Vec<u8>)> = {
+        let db = redb::Database::create(&merged).expect("db");
+        let txn = db.begin_read().expect("txn");
+        let table = txn.open_table(terms).expect("terms");
+        table
+            .range::<(&str, u64)>(..)
+            .expect("rows")
+            .map(|row| {
+                let (k, v) = row.expect("row");
+                let (user, docno) = k.value();
+                ((user.to_owned(), docno), v.value().to_vec())
+            })
+            .collect()
+    };
+    {
+        let db = redb::Database::create(&path).expect("db");
+        let txn = db.begin_write().expect("txn");
+        {
+            let tail: redb::TableDefinition<u64, &[u8]> =
+                redb::TableDefinition::new("posting_tail");
+            let tail = txn.open_table(tail).expect("tail");
+            let in_tail: Vec<u64> =
+                tail.range::<u64>(..).expect("rows").map(|r| r.expect("row").0.value()).collect();
+            assert_eq!(in_tail.len(), 1);
+            let mut table = txn.open_table(terms).expect("terms");
+            for ((user, docno), row) in all_rows.iter().filter(|((_, d), _)| in_tail.contains(d)) {
+                table.insert((user.as_str(), *docno), row.as_slice()).expect("insert");
+            }
+            assert_eq!(table.len().expect("len"), TEXTS.len() as u64 + 1);
+            let mut meta: redb::Table<&str, &[u8]> =
+                txn.open_table(redb::TableDefinition::new("meta")).expect("meta");
+            meta.insert("schema_version", 11u32.to_le_bytes().as_slice()).expect("schema");
+        }
+        txn.commit().expect("commit");
+    }
+    let mem = Memory::open(&path).expect("upgraded");
+    let report = mem.check(|_| {}).expect("check");
+    assert!(report.is_ok(), "{:?}", report.problems);
+    let rows = mem.stats().expect("stats").index_rows;
+    assert_eq!(rows["posting_tail"], 1);
+    assert_eq!(rows["user_terms"], TEXTS.len() as u64, "the tail memory's row is gone");
+    let mut q = soulmem::RecallQuery::new("kayak fjord");
+    q.user_id = Some("ana".into());
+    let hits = mem.recall(&q).expect("recall");
+    assert_eq!(hits.memories.first().map(|m| m.id.as_str()), Some(kayak.as_str()));
+    drop(mem);
+    assert_eq!(schema_of(&path), 12);
 }
 
 /// A schema-5 store's access metadata survives the upgrade exactly: counts,
@@ -531,7 +609,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
     let mem = Memory::open(&path).expect("upgraded despite the damage");
     assert!(!mem.check(|_| {}).expect("check").is_ok(), "the damage is reported");
     drop(mem);
-    assert_eq!(schema_of(&path), 11);
+    assert_eq!(schema_of(&path), 12);
     let names = table_names(&path);
     assert!(!names.iter().any(|n| n.contains("ghost")), "{names:?}");
 }

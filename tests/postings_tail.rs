@@ -114,6 +114,58 @@ fn the_default_tail_follows_the_store_size() {
     assert_consistent(&mem);
 }
 
+fn terms_rows(mem: &Memory) -> u64 {
+    mem.stats().expect("stats").index_rows.get("user_terms").copied().unwrap_or(0)
+}
+
+fn found_for(mem: &Memory, query: &str, user: &str) -> Vec<String> {
+    let mut q = RecallQuery::new(query);
+    q.user_id = Some(user.into());
+    mem.recall(&q).expect("recall").memories.into_iter().map(|m| m.id).collect()
+}
+
+/// Memories whose postings are in the tail have no `user_terms` row until the
+/// tail is merged (schema 12): a `user_id`-filtered recall scores them from
+/// their tail rows, and the merge writes their rows, none for a memory removed
+/// before it, and the new owner's for one moved before it.
+#[test]
+fn tail_memories_get_their_terms_rows_when_the_tail_merges() {
+    let mem = Memory::builder().postings_tail_docs(64).open_in_memory().expect("open");
+    let owned = |i: usize, user: &str| {
+        let mut e = entry(i);
+        e.user_id = Some(user.into());
+        e
+    };
+    let user = |i: usize| if i % 2 == 0 { "ana" } else { "bo" };
+    let ids: Vec<String> = (0..6).map(|i| mem.add(owned(i, user(i))).expect("add")).collect();
+    assert_eq!(tail_rows(&mem), 6);
+    assert_eq!(terms_rows(&mem), 0, "no row before the merge");
+    assert_consistent(&mem);
+    assert_eq!(found_for(&mem, &word(2), "ana"), vec![ids[2].clone()]);
+    assert!(found_for(&mem, &word(2), "bo").is_empty());
+    assert_eq!(found_for(&mem, "kayaking", "bo").len(), 3);
+
+    // Moving memory 4 to bo merges the tail: every memory gets its row, 4 under bo.
+    let mut moved = mem.get(&ids[4]).expect("get").expect("stored");
+    moved.user_id = Some("bo".into());
+    mem.update(moved).expect("update");
+    assert_eq!(tail_rows(&mem), 0);
+    assert_eq!(terms_rows(&mem), 6);
+    assert_consistent(&mem);
+    assert_eq!(found_for(&mem, &word(4), "bo"), vec![ids[4].clone()]);
+    assert!(found_for(&mem, &word(4), "ana").is_empty());
+
+    // A removal of a tail memory merges the tail without its row.
+    let more: Vec<String> = (6..9).map(|i| mem.add(owned(i, user(i))).expect("add")).collect();
+    assert_eq!((tail_rows(&mem), terms_rows(&mem)), (3, 6));
+    assert_eq!(found_for(&mem, &word(7), "bo"), vec![more[1].clone()]);
+    assert!(mem.remove(&more[0]).expect("remove"));
+    assert_eq!((tail_rows(&mem), terms_rows(&mem)), (0, 8));
+    assert_consistent(&mem);
+    assert_eq!(found_for(&mem, &word(7), "bo"), vec![more[1].clone()]);
+    assert!(found_for(&mem, &word(6), "ana").is_empty());
+}
+
 #[test]
 fn a_removal_or_update_merges_the_tail_first() {
     let mem = Memory::open_in_memory().expect("open");

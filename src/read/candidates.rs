@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use redb::{AccessGuard, Range};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::storage::block_cache::{self, BlockCache, CachedTerm};
-use crate::storage::doc_terms::DocTerms;
+use crate::storage::doc_terms::{self, DocTerms};
 use crate::storage::postings::{self, Header, Posting};
 use crate::storage::tail::TailTerm;
 use crate::storage::{DocInfo, Reader};
@@ -845,7 +845,8 @@ fn search(
 }
 
 /// The memories of a few owners, each with its own index terms (its
-/// `user_terms` row, see `storage::doc_terms`), in docno order: what
+/// `user_terms` row, see `storage::doc_terms`, or for a memory in the postings
+/// tail the same derived from its tail row), in docno order: what
 /// [`top_k_listed`] scores without reading any postings.
 #[derive(Default)]
 pub struct Listed {
@@ -879,15 +880,31 @@ impl Listed {
                     return Ok(None);
                 }
                 let (k, v) = row?;
-                let start = out.bytes.len();
-                out.bytes.extend_from_slice(v.value());
-                out.rows.push((k.value().1, start, out.bytes.len()));
+                out.push(k.value().1, v.value());
+            }
+            // The owner's memories in the postings tail have no rows yet: theirs
+            // come from their tail rows (docnos above every row's).
+            let Some(tail) = r.tail.term(&crate::storage::keys::owner_term(o)) else { continue };
+            for p in &tail.postings {
+                if out.rows.len() == max {
+                    return Ok(None);
+                }
+                let doc = r.tail_doc(p.docno)?.ok_or_else(|| {
+                    Error::Corrupted(format!("postings tail: no row for docno {}", p.docno))
+                })?;
+                out.push(p.docno, &doc_terms::of_tail(&doc)?.1);
             }
         }
         if owners.len() > 1 {
             out.rows.sort_unstable_by_key(|&(d, _, _)| d);
         }
         Ok(Some(out))
+    }
+
+    fn push(&mut self, docno: u64, row: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(row);
+        self.rows.push((docno, start, self.bytes.len()));
     }
 
     /// How many memories it holds.
@@ -1145,10 +1162,14 @@ mod tests {
                     e
                 })
                 .collect();
-            for chunk in entries.chunks(200) {
+            // The last 20 stay in the postings tail (scored from their tail rows).
+            let (blocks, tail) = entries.split_at(entries.len() - 20);
+            for chunk in blocks.chunks(200) {
                 mem.add_batch(chunk.to_vec()).expect("test store");
             }
+            mem.add_batch(tail.to_vec()).expect("test store");
             let r = mem.read().expect("test store");
+            prop_assert!(r.tail.docs() >= 20);
             let owners = crate::read::filters::owners("u1");
             let visible = docs.iter().filter(|(_, o)| *o <= 1).count();
             prop_assert!(Listed::load(&r, &owners, visible - 1).expect("load").is_none());

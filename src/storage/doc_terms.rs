@@ -22,24 +22,36 @@
 //! read. A marked owner stays marked if it shrinks (its recalls search the
 //! postings, as they would past the ceiling); `reindex` decides afresh.
 //!
+//! A memory in the postings tail (`storage::tail`) has no row yet (schema 12):
+//! its tail row holds the same terms, frequencies and length, and its owner
+//! term, so readers derive the row from it ([`of_tail`]) and the writer writes
+//! the rows of the whole tail when it merges the tail into the blocks. A batch
+//! that goes into the tail thus writes no rows; three or four batches' rows are
+//! written at once, each owner's beside each other, in fewer leaves than
+//! each batch touching every owner's last leaf again.
+//!
 //! Encoding: the length (varint, in the index's half units), the number of terms
 //! `n` (varint), `n` hashes (u64 little-endian, ascending, distinct), then the `n`
 //! weighted frequencies in the same order (varints).
 
-use super::keys::{IndexKeys, is_tag_term};
+use super::keys::{IndexKeys, OWNER_TERM_PREFIX, is_tag_term};
 use super::postings::{get, get32, put};
+use super::tail::TailDoc;
 use crate::error::{Error, Result};
 use crate::text::fnv1a;
 
 /// The row of a memory with index keys `keys`.
 #[must_use]
 pub fn encode(keys: &IndexKeys) -> Vec<u8> {
-    let mut terms: Vec<(u64, u32)> = keys
-        .tokens
-        .iter()
-        .filter(|(t, _)| !is_tag_term(t))
-        .map(|(t, tf)| (fnv1a(t), *tf))
-        .collect();
+    encode_terms(keys.doc_len, keys.tokens.iter().map(|(t, tf)| (t.as_str(), *tf)))
+}
+
+/// The row of a memory of length `len` (in the index's half units) holding
+/// `terms` with their weighted frequencies; tag terms are left out.
+#[must_use]
+pub fn encode_terms<'a>(len: u32, terms: impl IntoIterator<Item = (&'a str, u32)>) -> Vec<u8> {
+    let mut terms: Vec<(u64, u32)> =
+        terms.into_iter().filter(|(t, _)| !is_tag_term(t)).map(|(t, tf)| (fnv1a(t), tf)).collect();
     terms.sort_unstable();
     // Two terms of one memory hashing alike (never seen) keep one hash, with the
     // summed frequency.
@@ -51,7 +63,7 @@ pub fn encode(keys: &IndexKeys) -> Vec<u8> {
         same
     });
     let mut out = Vec::with_capacity(4 + terms.len() * 10);
-    put(&mut out, u64::from(keys.doc_len));
+    put(&mut out, u64::from(len));
     put(&mut out, terms.len() as u64);
     for (h, _) in &terms {
         out.extend_from_slice(&h.to_le_bytes());
@@ -60,6 +72,20 @@ pub fn encode(keys: &IndexKeys) -> Vec<u8> {
         put(&mut out, u64::from(*tf));
     }
     out
+}
+
+/// The owner (`user_id`, `""` for none) and the row of a memory in the postings
+/// tail, from its tail row: a tail memory has no row in the table until the tail
+/// is merged into the blocks (see the module notes).
+///
+/// # Errors
+/// [`Error::Corrupted`] when the tail row has no owner term.
+pub fn of_tail(doc: &TailDoc) -> Result<(&str, Vec<u8>)> {
+    let owner =
+        doc.terms.iter().find_map(|(t, _)| t.strip_prefix(OWNER_TERM_PREFIX)).ok_or_else(|| {
+            Error::Corrupted("postings tail: a memory without an owner term".into())
+        })?;
+    Ok((owner, encode_terms(doc.len, doc.terms.iter().map(|(t, tf)| (t.as_str(), *tf)))))
 }
 
 /// Owners holding more memories than this have no rows (see the module notes).

@@ -457,6 +457,10 @@ impl Store {
                         // Schema 11 keeps no terms rows for owners past a cap.
                         rebuild::upgrade_to_11(&db)?;
                     }
+                    if found < 12 {
+                        // Schema 12 keeps no terms rows for memories in the tail.
+                        rebuild::upgrade_to_12(&db)?;
+                    }
                 }
                 profile
             }

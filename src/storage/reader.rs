@@ -42,6 +42,7 @@ pub struct Reader {
     entities: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     user_terms: OnceLock<ReadOnlyTable<(Str, u64), Bytes>>,
     rowless: OnceLock<ReadOnlyTable<Str, ()>>,
+    posting_tail: OnceLock<ReadOnlyTable<u64, Bytes>>,
     superseded: OnceLock<ReadOnlyTable<u64, Bytes>>,
     importance: OnceLock<ReadOnlyTable<ImportanceKey, ()>>,
     layer_order: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
@@ -108,6 +109,7 @@ impl Reader {
             entities: OnceLock::new(),
             user_terms: OnceLock::new(),
             rowless: OnceLock::new(),
+            posting_tail: OnceLock::new(),
             superseded: OnceLock::new(),
             importance: OnceLock::new(),
             layer_order: OnceLock::new(),
@@ -229,6 +231,22 @@ impl Reader {
     /// Storage errors.
     pub(crate) fn is_rowless(&self, owner: &str) -> Result<bool> {
         Ok(self.rowless_owners()?.get(owner)?.is_some())
+    }
+
+    /// The postings tail's rows (see [`super::tail`]).
+    pub(crate) fn posting_tail(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
+        self.lazy(&self.posting_tail, POSTING_TAIL)
+    }
+
+    /// The tail row of `docno` (`None` when it is not in the tail).
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::Error::Corrupted`] on an undecodable row.
+    pub(crate) fn tail_doc(&self, docno: u64) -> Result<Option<super::tail::TailDoc>> {
+        match self.posting_tail()?.get(docno)? {
+            Some(v) => Ok(Some(decode(v.value(), "postings tail")?)),
+            None => Ok(None),
+        }
     }
 
     /// The superseded-memories bitmap (`storage::superseded`).

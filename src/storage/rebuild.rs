@@ -571,6 +571,28 @@ pub(crate) fn upgrade_to_11(db: &redb::Database) -> Result<()> {
     Ok(())
 }
 
+/// Upgrades a schema-11 store to schema 12, in one transaction: removes the
+/// `user_terms` rows of the memories in the postings tail, which readers now
+/// derive from their tail rows (`storage::doc_terms`). The version changes
+/// because a schema-11 binary would miss the rows the tail's memories lack.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on an undecodable tail row.
+pub(crate) fn upgrade_to_12(db: &redb::Database) -> Result<()> {
+    let txn = db.begin_write()?;
+    {
+        let tail = super::tail::rows(&txn.open_table(POSTING_TAIL)?)?;
+        let mut rows = txn.open_table(USER_TERMS)?;
+        for (docno, doc) in &tail {
+            let (owner, _) = super::doc_terms::of_tail(doc)?;
+            rows.remove((owner, *docno))?;
+        }
+    }
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, 12u32.to_le_bytes().as_slice())?;
+    txn.commit()?;
+    Ok(())
+}
+
 /// Writes each entry's access metadata, which its compact record holds since
 /// schema 6, into the entry row, so that rebuilding the records from the entries
 /// keeps it. A record that is missing or cannot be decoded leaves its entry as it

@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 11;
+pub const SCHEMA_VERSION: u32 = 12;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -84,7 +84,8 @@ pub const ENTITIES: TableDefinition<(&str, u64), ()> = TableDefinition::new("ent
 pub const USERS: TableDefinition<(&str, u64), ()> = TableDefinition::new("users");
 
 /// `(user_id or "", docno) → the memory's index terms` for every entry of an
-/// owner not in [`ROWLESS`]: each term with its weighted frequency, and the
+/// owner not in [`ROWLESS`], except those in [`POSTING_TAIL`] (schema 12: their
+/// rows are written when the tail merges): each term with its weighted frequency, and the
 /// memory's length, as its postings hold them (`storage::doc_terms` has the
 /// encoding). A `user_id`-filtered recall of an owner with few memories scores
 /// them from these neighbouring rows (schema 7).

@@ -57,6 +57,14 @@ pub struct Writer<'t> {
     /// Memories the tail may hold before this transaction merges it (`None`:
     /// [`tail::default_cap`] of the store's size).
     tail_max: Option<u64>,
+    /// The `user_terms` rows of memories indexed in this transaction, by docno,
+    /// with their owners: written with their postings to the blocks, dropped
+    /// when their postings go to the tail (which holds the same, see
+    /// [`doc_terms`]).
+    new_rows: std::collections::BTreeMap<u64, (String, Vec<u8>)>,
+    /// Memories whose rows this transaction removed: a merge of the tail
+    /// writes no row for them from their (older) tail rows.
+    rows_removed: std::collections::HashSet<u64>,
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
     pub(super) stats: CorpusStats,
     /// The statistics as stored when the transaction began (`None`: no row), so
@@ -295,6 +303,8 @@ impl<'t> Writer<'t> {
             tail_writes: tail::TailWrites::default(),
             tail_done: (0, tail::TailChange::Unchanged),
             tail_max: None,
+            new_rows: std::collections::BTreeMap::new(),
+            rows_removed: std::collections::HashSet::new(),
             entry_tables: HashMap::new(),
             stats,
             stored_stats,
@@ -362,12 +372,17 @@ impl<'t> Writer<'t> {
             {
                 for (docno, doc) in self.pending.take_by_doc() {
                     self.tail.insert(docno, encode(&doc)?.as_slice())?;
+                    self.new_rows.remove(&docno);
                     self.tail_writes.add(docno, doc);
                 }
             } else {
                 self.apply_pending()?;
             }
         }
+        // Rows of memories whose postings an earlier apply (inside the
+        // transaction) wrote to the blocks.
+        let rows = std::mem::take(&mut self.new_rows);
+        self.write_rows(rows)?;
         if self.tail_writes.changed() {
             let prev = match self.meta.get(meta_keys::TAIL_VERSION)? {
                 Some(v) => tail::decode_version(v.value())?,
@@ -656,7 +671,6 @@ impl<'t> Writer<'t> {
         let mut slots: Vec<(&str, &str, &str, u64)> = Vec::new();
         let mut attrs: Vec<(&str, &str, &str, u64)> = Vec::new();
         let mut ents: Vec<(&str, u64)> = Vec::new();
-        let mut term_rows: Vec<((&str, u64), Vec<u8>)> = Vec::new();
         let mut imp: Vec<(&str, u8, i64, u64)> = Vec::new();
         let mut order: Vec<(&str, u64)> = Vec::new();
         for (((e, k), &d), part) in rows.clone().zip(&parts) {
@@ -676,7 +690,8 @@ impl<'t> Writer<'t> {
             for en in &k.entities {
                 ents.push((en.as_str(), d));
             }
-            term_rows.push(((e.user_id.as_deref().unwrap_or(""), d), doc_terms::encode(k)));
+            let owner = e.user_id.as_deref().unwrap_or("").to_owned();
+            self.new_rows.insert(d, (owner, doc_terms::encode(k)));
             imp.push((e.layer.as_str(), e.importance, time::to_micros(&e.created_at), d));
             order.push((e.layer.as_str(), d));
         }
@@ -715,18 +730,6 @@ impl<'t> Writer<'t> {
         ents.sort_unstable();
         for k in ents {
             self.entities.insert(k, ())?;
-        }
-        term_rows.sort_unstable_by_key(|(k, _)| *k);
-        let mut owner: Option<(&str, bool)> = None;
-        for (k, row) in term_rows {
-            let rows = match owner {
-                Some((o, rows)) if o == k.0 => rows,
-                _ => self.keeps_rows(k.0)?,
-            };
-            owner = Some((k.0, rows));
-            if rows {
-                self.user_terms.insert(k, row.as_slice())?;
-            }
         }
         imp.sort_unstable();
         for k in imp {
@@ -869,8 +872,8 @@ impl<'t> Writer<'t> {
                 self.entities.insert((ent.as_str(), docno), ())?;
             }
         }
-        if (!same.user || !same.postings) && self.keeps_rows(user)? {
-            self.user_terms.insert((user, docno), doc_terms::encode(keys).as_slice())?;
+        if !same.user || !same.postings {
+            self.new_rows.insert(docno, (user.to_owned(), doc_terms::encode(keys)));
         }
         if !same.importance {
             let created = time::to_micros(&e.created_at);
@@ -933,6 +936,8 @@ impl<'t> Writer<'t> {
         }
         if !same.user || !same.postings {
             self.user_terms.remove((user, docno))?;
+            self.new_rows.remove(&docno);
+            self.rows_removed.insert(docno);
         }
         if !same.importance {
             let created = time::to_micros(&e.created_at);
@@ -961,6 +966,29 @@ impl<'t> Writer<'t> {
         Ok(())
     }
 
+    /// Writes `rows` (by docno, with their owners) to `user_terms`, each owner's
+    /// together, leaving out those of owners marked rowless.
+    fn write_rows(
+        &mut self,
+        rows: std::collections::BTreeMap<u64, (String, Vec<u8>)>,
+    ) -> Result<()> {
+        let mut rows: Vec<(String, u64, Vec<u8>)> =
+            rows.into_iter().map(|(d, (owner, row))| (owner, d, row)).collect();
+        rows.sort_unstable_by(|a, b| (a.0.as_str(), a.1).cmp(&(b.0.as_str(), b.1)));
+        let mut last: Option<(usize, bool)> = None;
+        for (i, (owner, d, row)) in rows.iter().enumerate() {
+            let keeps = match last {
+                Some((j, keeps)) if rows[j].0 == *owner => keeps,
+                _ => self.keeps_rows(owner)?,
+            };
+            last = Some((i, keeps));
+            if keeps {
+                self.user_terms.insert((owner.as_str(), *d), row.as_slice())?;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether `owner`'s memories get `user_terms` rows (it is not marked
     /// rowless, see [`doc_terms::ROW_CAP`]).
     fn keeps_rows(&self, owner: &str) -> Result<bool> {
@@ -972,15 +1000,22 @@ impl<'t> Writer<'t> {
     /// An owner they take past [`doc_terms::ROW_CAP`] memories loses its
     /// `user_terms` rows.
     fn apply_pending(&mut self) -> Result<()> {
+        let mut rows = std::mem::take(&mut self.new_rows);
         if self.tail.len()? > 0 {
             for (docno, doc) in tail::rows(&self.tail)? {
                 for (term, tf) in &doc.terms {
                     self.pending.add_under(term, docno, *tf, doc.len);
                 }
+                if !self.rows_removed.contains(&docno) {
+                    let (owner, row) = doc_terms::of_tail(&doc)?;
+                    rows.entry(docno).or_insert_with(|| (owner.to_owned(), row));
+                }
             }
             self.tail.retain(|_, _| false)?;
             self.tail_writes.merge();
         }
+        self.rows_removed.clear();
+        self.write_rows(rows)?;
         let grown =
             self.pending.apply(&mut self.postings, tail::new_version(), OWNER_TERM_PREFIX)?;
         for (term, df) in grown {
