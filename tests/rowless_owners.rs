@@ -59,10 +59,12 @@ fn an_owner_past_the_cap_loses_its_rows_and_is_still_recalled() {
         assert_eq!(rows(&mem, "user_terms"), 150);
         assert_eq!(rows(&mem, "rowless_owners"), 1);
         assert!(mem.check(|_| {}).expect("check").is_ok());
-        // A later memory of the marked owner gets no row; the small owner's does.
+        // A later memory of the marked owner gets no row; the small owner's gets
+        // one when the postings tail holding it merges (below).
         mem.add(entry(Some("big"), "Big note about a walnut grove".into())).expect("add");
         mem.add(entry(Some("small"), "Small note about a walnut grove".into())).expect("add");
-        assert_eq!(rows(&mem, "user_terms"), 151);
+        assert_eq!(rows(&mem, "posting_tail"), 2);
+        assert_eq!(rows(&mem, "user_terms"), 150);
         assert!(mem.check(|_| {}).expect("check").is_ok());
         let found = recall_as(&mem, "big", "walnut grove");
         assert!(found.contains(&"Big note about a walnut grove".to_owned()), "{found:?}");
@@ -76,6 +78,8 @@ fn an_owner_past_the_cap_loses_its_rows_and_is_still_recalled() {
         for id in &ids[10..usize::try_from(big).expect("fits")] {
             assert!(mem.remove(id).expect("remove"));
         }
+        assert_eq!(rows(&mem, "posting_tail"), 0);
+        assert_eq!(rows(&mem, "user_terms"), 151);
         assert_eq!(rows(&mem, "rowless_owners"), 1);
         assert!(mem.check(|_| {}).expect("check").is_ok());
     }
