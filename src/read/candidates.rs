@@ -18,7 +18,7 @@ use redb::{AccessGuard, Range};
 
 use crate::error::{Error, Result};
 use crate::storage::block_cache::{self, BlockCache, CachedTerm};
-use crate::storage::doc_terms::{self, DocTerms};
+use crate::storage::doc_terms::DocTerms;
 use crate::storage::postings::{self, Header, Posting};
 use crate::storage::tail::TailTerm;
 use crate::storage::{DocInfo, Reader};
@@ -882,17 +882,17 @@ impl Listed {
                 let (k, v) = row?;
                 out.push(k.value().1, v.value());
             }
-            // The owner's memories in the postings tail have no rows yet: theirs
-            // come from their tail rows (docnos above every row's).
+            // The owner's memories in the postings tail have no rows yet: the
+            // tail's index holds theirs (docnos above every row's).
             let Some(tail) = r.tail.term(&crate::storage::keys::owner_term(o)) else { continue };
             for p in &tail.postings {
                 if out.rows.len() == max {
                     return Ok(None);
                 }
-                let doc = r.tail_doc(p.docno)?.ok_or_else(|| {
+                let row = r.tail.row(p.docno).ok_or_else(|| {
                     Error::Corrupted(format!("postings tail: no row for docno {}", p.docno))
                 })?;
-                out.push(p.docno, &doc_terms::of_tail(&doc)?.1);
+                out.push(p.docno, row);
             }
         }
         if owners.len() > 1 {

@@ -24,7 +24,8 @@
 //!
 //! A memory in the postings tail (`storage::tail`) has no row yet (schema 12):
 //! its tail row holds the same terms, frequencies and length, and its owner
-//! term, so readers derive the row from it ([`of_tail`]) and the writer writes
+//! term, so the tail's index in memory derives the row from it
+//! (`storage::tail::TailIndex::row`) and the writer writes
 //! the rows of the whole tail when it merges the tail into the blocks. A batch
 //! that goes into the tail thus writes no rows; three or four batches' rows are
 //! written at once, each owner's beside each other, in fewer leaves than

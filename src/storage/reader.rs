@@ -238,17 +238,6 @@ impl Reader {
         self.lazy(&self.posting_tail, POSTING_TAIL)
     }
 
-    /// The tail row of `docno` (`None` when it is not in the tail).
-    ///
-    /// # Errors
-    /// Storage errors; [`crate::Error::Corrupted`] on an undecodable row.
-    pub(crate) fn tail_doc(&self, docno: u64) -> Result<Option<super::tail::TailDoc>> {
-        match self.posting_tail()?.get(docno)? {
-            Some(v) => Ok(Some(decode(v.value(), "postings tail")?)),
-            None => Ok(None),
-        }
-    }
-
     /// The superseded-memories bitmap (`storage::superseded`).
     pub(crate) fn superseded(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
         self.lazy(&self.superseded, SUPERSEDED)

@@ -80,12 +80,20 @@ pub struct TailTerm {
 #[derive(Debug, Default)]
 struct Segment {
     terms: HashMap<String, TailTerm>,
+    /// Each memory's `user_terms` row, derived from its tail row (the table
+    /// holds none for a tail memory: `storage::doc_terms`).
+    rows: HashMap<u64, Vec<u8>>,
     docs: u64,
 }
 
 impl Segment {
     fn add(&mut self, docno: u64, doc: &TailDoc) {
         self.docs += 1;
+        let row = super::doc_terms::encode_terms(
+            doc.len,
+            doc.terms.iter().map(|(t, tf)| (t.as_str(), *tf)),
+        );
+        self.rows.insert(docno, row);
         for (term, tf) in &doc.terms {
             // The term is copied only the first time the segment meets it.
             let t = match self.terms.get_mut(term.as_str()) {
@@ -135,6 +143,7 @@ impl TailIndex {
             let mut all = Segment::default();
             for s in self.segments.iter().map(Arc::as_ref).chain([&seg]) {
                 all.docs += s.docs;
+                all.rows.extend(s.rows.iter().map(|(d, row)| (*d, row.clone())));
                 for (term, t) in &s.terms {
                     let m = all.terms.entry(term.clone()).or_default();
                     m.postings.extend_from_slice(&t.postings);
@@ -192,6 +201,13 @@ impl TailIndex {
         names.sort_unstable();
         names.dedup();
         names.into_iter().filter_map(|n| Some((n.clone(), self.term(n)?))).collect()
+    }
+
+    /// The `user_terms` row of tail memory `docno` (`None` when it is not in
+    /// the tail), derived from its tail row when the tail was indexed.
+    #[must_use]
+    pub fn row(&self, docno: u64) -> Option<&[u8]> {
+        self.segments.iter().find_map(|s| s.rows.get(&docno)).map(Vec::as_slice)
     }
 
     /// Memories in the tail.
@@ -409,6 +425,15 @@ mod tests {
         }
         assert_eq!(grown.docs(), 60);
         assert_eq!(grown.terms(), whole.terms());
+        // Each memory's terms row, through the segment merges.
+        for (d, x) in &docs {
+            let want = crate::storage::doc_terms::encode_terms(
+                x.len,
+                x.terms.iter().map(|(t, tf)| (t.as_str(), *tf)),
+            );
+            assert_eq!(grown.row(*d), Some(want.as_slice()), "docno {d}");
+        }
+        assert_eq!(grown.row(99), None);
         let cached = cache.get(version, || panic!("the cache follows the commits")).expect("get");
         assert_eq!(cached.terms(), whole.terms());
         // A commit from a version the cache does not hold leaves it to the readers.
