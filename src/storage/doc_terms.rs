@@ -24,8 +24,8 @@
 //!
 //! A memory in the postings tail (`storage::tail`) has no row yet (schema 12):
 //! its tail row holds the same terms, frequencies and length, and its owner
-//! term, so the tail's index in memory derives the row from it
-//! (`storage::tail::TailIndex::row`) and the writer writes
+//! term, so the tail's index in memory derives the row from it ([`tail_row`],
+//! kept by `storage::tail::TailIndex::row`) and the writer writes
 //! the rows of the whole tail when it merges the tail into the blocks. A batch
 //! that goes into the tail thus writes no rows; three or four batches' rows are
 //! written at once, each owner's beside each other, in fewer leaves than
@@ -75,18 +75,24 @@ pub fn encode_terms<'a>(len: u32, terms: impl IntoIterator<Item = (&'a str, u32)
     out
 }
 
-/// The owner (`user_id`, `""` for none) and the row of a memory in the postings
-/// tail, from its tail row: a tail memory has no row in the table until the tail
-/// is merged into the blocks (see the module notes).
+/// The row of a memory in the postings tail, from its tail row: a tail memory
+/// has no row in the table until the tail is merged into the blocks (see the
+/// module notes).
+#[must_use]
+pub fn tail_row(doc: &TailDoc) -> Vec<u8> {
+    encode_terms(doc.len, doc.terms.iter().map(|(t, tf)| (t.as_str(), *tf)))
+}
+
+/// The owner (`user_id`, `""` for none) of a memory in the postings tail, from
+/// its owner term.
 ///
 /// # Errors
 /// [`Error::Corrupted`] when the tail row has no owner term.
-pub fn of_tail(doc: &TailDoc) -> Result<(&str, Vec<u8>)> {
-    let owner =
-        doc.terms.iter().find_map(|(t, _)| t.strip_prefix(OWNER_TERM_PREFIX)).ok_or_else(|| {
-            Error::Corrupted("postings tail: a memory without an owner term".into())
-        })?;
-    Ok((owner, encode_terms(doc.len, doc.terms.iter().map(|(t, tf)| (t.as_str(), *tf)))))
+pub fn tail_owner(doc: &TailDoc) -> Result<&str> {
+    doc.terms
+        .iter()
+        .find_map(|(t, _)| t.strip_prefix(OWNER_TERM_PREFIX))
+        .ok_or_else(|| Error::Corrupted("postings tail: a memory without an owner term".into()))
 }
 
 /// Owners holding more memories than this have no rows (see the module notes).

@@ -584,8 +584,7 @@ pub(crate) fn upgrade_to_12(db: &redb::Database) -> Result<()> {
         let tail = super::tail::rows(&txn.open_table(POSTING_TAIL)?)?;
         let mut rows = txn.open_table(USER_TERMS)?;
         for (docno, doc) in &tail {
-            let (owner, _) = super::doc_terms::of_tail(doc)?;
-            rows.remove((owner, *docno))?;
+            rows.remove((super::doc_terms::tail_owner(doc)?, *docno))?;
         }
     }
     txn.open_table(META)?.insert(meta_keys::SCHEMA, 12u32.to_le_bytes().as_slice())?;

@@ -89,11 +89,7 @@ struct Segment {
 impl Segment {
     fn add(&mut self, docno: u64, doc: &TailDoc) {
         self.docs += 1;
-        let row = super::doc_terms::encode_terms(
-            doc.len,
-            doc.terms.iter().map(|(t, tf)| (t.as_str(), *tf)),
-        );
-        self.rows.insert(docno, row);
+        self.rows.insert(docno, super::doc_terms::tail_row(doc));
         for (term, tf) in &doc.terms {
             // The term is copied only the first time the segment meets it.
             let t = match self.terms.get_mut(term.as_str()) {
@@ -427,10 +423,7 @@ mod tests {
         assert_eq!(grown.terms(), whole.terms());
         // Each memory's terms row, through the segment merges.
         for (d, x) in &docs {
-            let want = crate::storage::doc_terms::encode_terms(
-                x.len,
-                x.terms.iter().map(|(t, tf)| (t.as_str(), *tf)),
-            );
+            let want = crate::storage::doc_terms::tail_row(x);
             assert_eq!(grown.row(*d), Some(want.as_slice()), "docno {d}");
         }
         assert_eq!(grown.row(99), None);

@@ -975,13 +975,13 @@ impl<'t> Writer<'t> {
         let mut rows: Vec<(String, u64, Vec<u8>)> =
             rows.into_iter().map(|(d, (owner, row))| (owner, d, row)).collect();
         rows.sort_unstable_by(|a, b| (a.0.as_str(), a.1).cmp(&(b.0.as_str(), b.1)));
-        let mut last: Option<(usize, bool)> = None;
-        for (i, (owner, d, row)) in rows.iter().enumerate() {
+        let mut last: Option<(&str, bool)> = None;
+        for (owner, d, row) in &rows {
             let keeps = match last {
-                Some((j, keeps)) if rows[j].0 == *owner => keeps,
+                Some((o, keeps)) if o == owner => keeps,
                 _ => self.keeps_rows(owner)?,
             };
-            last = Some((i, keeps));
+            last = Some((owner, keeps));
             if keeps {
                 self.user_terms.insert((owner.as_str(), *d), row.as_slice())?;
             }
@@ -1006,9 +1006,13 @@ impl<'t> Writer<'t> {
                 for (term, tf) in &doc.terms {
                     self.pending.add_under(term, docno, *tf, doc.len);
                 }
-                if !self.rows_removed.contains(&docno) {
-                    let (owner, row) = doc_terms::of_tail(&doc)?;
-                    rows.entry(docno).or_insert_with(|| (owner.to_owned(), row));
+                if !self.rows_removed.contains(&docno)
+                    && let std::collections::btree_map::Entry::Vacant(slot) = rows.entry(docno)
+                {
+                    slot.insert((
+                        doc_terms::tail_owner(&doc)?.to_owned(),
+                        doc_terms::tail_row(&doc),
+                    ));
                 }
             }
             self.tail.retain(|_, _| false)?;
