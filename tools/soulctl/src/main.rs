@@ -7,12 +7,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// jemalloc instead of the system allocator: with glibc's malloc, allocation
-/// took about a quarter of a batched ingest's CPU at 1M memories (perf:
-/// `_int_malloc`, `malloc_consolidate`, `unlink_chunk`, `_int_free`); with
-/// jemalloc the same ingest runs 15–20% faster at the same recall latency
-/// (PERFORMANCE.md, session 32).
-#[cfg(not(target_env = "msvc"))]
+/// With the `jemalloc` feature, jemalloc instead of the system allocator: with
+/// glibc's malloc, allocation took about a quarter of a batched ingest's CPU at
+/// 1M memories (perf: `_int_malloc`, `malloc_consolidate`, `unlink_chunk`,
+/// `_int_free`); with jemalloc the same ingest runs 15–20% faster at the same
+/// recall latency (PERFORMANCE.md, session 32).
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
