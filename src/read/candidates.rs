@@ -19,7 +19,7 @@ use redb::{AccessGuard, Range};
 use crate::error::{Error, Result};
 use crate::storage::block_cache::{self, BlockCache, CachedTerm};
 use crate::storage::doc_terms::DocTerms;
-use crate::storage::postings::{self, Header, Posting};
+use crate::storage::postings::{self, Header, Impacts, Posting};
 use crate::storage::tail::TailTerm;
 use crate::storage::{DocInfo, Reader};
 
@@ -73,6 +73,9 @@ pub struct TermStat {
     pub block_df: u64,
     /// Generation of the term's blocks (see `storage::block_cache`).
     pub generation: u64,
+    /// The `(tf, length)` frontier of every posting of the term, blocks and
+    /// tail: what bounds its score in a memory of a known length.
+    pub impacts: Impacts,
 }
 
 /// A candidate memory with its text score.
@@ -196,6 +199,7 @@ pub fn term_stats(r: &Reader, terms: &[Term]) -> Result<Vec<TermStat>> {
             upper: t.weight * unit,
             block_df,
             generation,
+            impacts,
         });
     }
     out.sort_by(|a, b| b.upper.total_cmp(&a.upper).then_with(|| a.token.cmp(&b.token)));
@@ -250,6 +254,7 @@ struct Cursor<'a> {
     weight: f64,
     idf: f64,
     upper: f64,
+    impacts: Impacts,
     avgdl: f64,
     /// What walking the rows of a term the block cache may take has cost so far,
     /// reported to the cache when the cursor is dropped.
@@ -308,6 +313,7 @@ impl<'a> Cursor<'a> {
             weight: t.weight,
             idf: t.idf,
             upper: t.upper,
+            impacts: t.impacts,
             avgdl,
             rent,
         };
@@ -483,6 +489,25 @@ impl<'a> Cursor<'a> {
         let p = self.at.unwrap_or_else(|| self.block()[self.pos]);
         self.weight * score_with_norm(self.idf, p.tf, norms.of(p.len))
     }
+
+    /// The current posting's memory length.
+    fn len_here(&self) -> u32 {
+        self.at.unwrap_or_else(|| self.block()[self.pos]).len
+    }
+
+    /// A bound on this term's weighted score in a memory of length `len` (every
+    /// posting of the term is dominated by a pair of its frontier no longer than
+    /// the memory, and the memory's postings all carry its length): the best tf
+    /// such a pair allows, at that length. 0 when no pair is that short: the
+    /// term is not in the memory.
+    fn upper_at(&self, len: u32, norms: &Norms) -> f64 {
+        match best_tf_at(&self.impacts, len) {
+            Some(tf) => {
+                (self.weight * score_with_norm(self.idf, tf, norms.of(len))).min(self.upper)
+            }
+            None => 0.0,
+        }
+    }
 }
 
 /// The index of the first posting of `rest` at or after `d` (`rest.len()` when
@@ -508,6 +533,59 @@ fn gallop<T>(rest: &[T], before: impl Fn(&T) -> bool) -> usize {
     }
     let hi = (lo + step).min(rest.len());
     lo + 1 + rest[lo + 1..hi].partition_point(before)
+}
+
+/// The highest tf of the pairs of `impacts` no longer than `len`: the most a
+/// posting of a memory of `len` can have (`None`: no posting of the set is in
+/// such a memory).
+fn best_tf_at(impacts: &Impacts, len: u32) -> Option<u32> {
+    impacts.pairs().iter().filter(|p| p.1 <= len).map(|p| p.0).max()
+}
+
+/// For each memory length a search meets, the summed bounds of its terms in a
+/// memory of that length ([`Cursor::upper_at`]): `of(len)[j]` for terms `0..j`,
+/// in scoring order. Computed once per length.
+struct LengthBounds {
+    /// Where each tabled length's sums start in `sums` (`usize::MAX`: not yet
+    /// computed).
+    at: Vec<usize>,
+    sums: Vec<f64>,
+    /// The sums of the last longer memory (rare: computed each time).
+    long: Vec<f64>,
+}
+
+impl LengthBounds {
+    fn new() -> Self {
+        Self { at: Vec::new(), sums: Vec::new(), long: Vec::new() }
+    }
+
+    fn of(&mut self, len: u32, cursors: &[Cursor<'_>], norms: &Norms) -> &[f64] {
+        let i = len as usize;
+        if i >= Norms::TABLED as usize {
+            self.long.clear();
+            push_sums(&mut self.long, len, cursors, norms);
+            return &self.long;
+        }
+        if self.at.is_empty() {
+            self.at = vec![usize::MAX; Norms::TABLED as usize];
+        }
+        if self.at[i] == usize::MAX {
+            self.at[i] = self.sums.len();
+            push_sums(&mut self.sums, len, cursors, norms);
+        }
+        &self.sums[self.at[i]..=self.at[i] + cursors.len()]
+    }
+}
+
+/// Appends the summed bounds of `cursors`' terms in a memory of `len`: 0, then
+/// one sum per term.
+fn push_sums(out: &mut Vec<f64>, len: u32, cursors: &[Cursor<'_>], norms: &Norms) {
+    let mut sum = 0.0;
+    out.push(sum);
+    for c in cursors {
+        sum += c.upper_at(len, norms);
+        out.push(sum);
+    }
 }
 
 /// A held memory; the heap's top is the worst (lowest score, then highest docno).
@@ -710,6 +788,7 @@ fn search(
     let mut essential = 0usize; // terms 0..essential are non-essential
     let mut read = 0u64;
     let mut parts = vec![0.0f64; n];
+    let mut by_len = LengthBounds::new();
     let mut cur = 0u64;
 
     'windows: while essential < n && read < MAX_POSTINGS {
@@ -768,17 +847,26 @@ fn search(
             // Every part is written below unless the memory is pruned, so the
             // parts are not cleared first.
             let mut partial = 0.0;
+            let mut len = None;
             for (j, c) in cursors.iter_mut().enumerate().skip(essential) {
                 parts[j] = 0.0;
                 if c.block_first() <= d && c.advance(d, &mut read)? == d {
                     parts[j] = c.score(norms);
                     partial += parts[j];
+                    len = Some(c.len_here());
                 }
             }
+            // The other terms' bounds for a memory of this length (tighter than
+            // their global bounds in a longer memory than their best).
+            let full = heap.len() == k;
+            let bounds = match len {
+                Some(len) if full && essential > 0 => by_len.of(len, &cursors, norms),
+                _ => &prefix[..],
+            };
             let mut pruned = false;
             for j in (0..essential).rev() {
                 parts[j] = 0.0;
-                if heap.len() == k && cannot_beat(partial + prefix[j + 1], theta) {
+                if full && cannot_beat(partial + bounds[j + 1], theta) {
                     pruned = true;
                     break;
                 }
@@ -788,9 +876,7 @@ fn search(
                 }
                 // The block's own bound is tighter than the term's: decode it only
                 // if it can still lift this memory into the top k.
-                if heap.len() == k
-                    && cannot_beat(partial + cursors[j].block_upper + prefix[j], theta)
-                {
+                if full && cannot_beat(partial + cursors[j].block_upper + bounds[j], theta) {
                     pruned = true;
                     break;
                 }
@@ -1300,6 +1386,45 @@ mod tests {
         let stats = term_stats(r, &terms).expect("test store");
         let (got, _) = top_k(r, &stats, 50, None, None, |_, _| true).expect("test store");
         got.iter().map(|c| (c.docno, c.bm25)).collect()
+    }
+
+    /// A memory longer than the best ones is dropped on the bound of the other
+    /// terms at its own length, without reading their postings: here the common
+    /// term's global bound comes from one-word memories and would not prune the
+    /// long ones, its bound at their length does.
+    #[test]
+    fn long_memories_are_pruned_on_their_length() {
+        let mem = Memory::builder().postings_tail_docs(0).open_in_memory().expect("test store");
+        let filler = "kiwi lemon mango olive papaya quince raisin sorrel tamarind";
+        let text = |i: usize| match i {
+            // The best: both terms, in memories of six words.
+            0..5 => "alpha bravo kiwi lemon mango olive".to_owned(),
+            // The common term alone, in one word: its global bound.
+            5..305 => "bravo".to_owned(),
+            // Both terms, in long memories.
+            305..905 => format!("alpha bravo {filler} {filler}"),
+            _ => "yarrow zinnia".to_owned(),
+        };
+        let entries: Vec<MemoryEntry> =
+            (0..1905).map(|i| MemoryEntry::new(MemoryType::Episodic, text(i))).collect();
+        mem.add_batch(entries).expect("test store");
+        let r = mem.read().expect("test store");
+        let terms: Vec<Term> = ["alpha", "bravo"]
+            .iter()
+            .map(|w| Term { token: crate::text::stem(w), weight: 1.0 })
+            .collect();
+        let stats = term_stats(&r, &terms).expect("test store");
+        let (got, read) = top_k(&r, &stats, 5, None, None, |_, _| true).expect("test store");
+        let docnos: Vec<u64> = got.iter().map(|c| c.docno).collect();
+        let mut want: Vec<(u64, f64)> = brute(&r, &stats).into_iter().collect();
+        want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let want: Vec<u64> = want.iter().take(5).map(|w| w.0).collect();
+        assert_eq!(docnos, want);
+        // Every `alpha` posting (the essential term's), and `bravo`'s first block
+        // only (read before the five best were held).
+        let alpha = stats.iter().find(|s| s.token == "alpha").map_or(0, |s| s.df);
+        assert_eq!(alpha, 605);
+        assert!(read <= alpha + postings::BLOCK as u64, "read {read} postings");
     }
 
     /// A store whose postings tail holds 256 memories (the default on a small
