@@ -281,7 +281,7 @@ impl BlockCache {
             }
         }
         // Decoded outside the lock: other readers go on meanwhile.
-        let decoded = Arc::new(decode_term(blocks, term)?);
+        let decoded = Arc::new(decode_term(blocks, term, df)?);
         let bytes = decoded.bytes();
         if bytes > self.budget {
             return Ok(Some(decoded)); // (headers past the estimate from df)
@@ -390,9 +390,19 @@ fn evict<V>(
     }
 }
 
-fn decode_term(blocks: &impl ReadableTable<(Str, u64), Bytes>, term: &str) -> Result<CachedTerm> {
-    let mut postings = Vec::new();
-    let (mut heads, mut starts) = (Vec::new(), vec![0]);
+/// Decodes `term`'s blocks (`df` postings, as its info row counts them) whole.
+/// The vectors are sized from `df` up front: grown by doubling, a long list
+/// would be copied several times, each copy into memory never touched before.
+fn decode_term(
+    blocks: &impl ReadableTable<(Str, u64), Bytes>,
+    term: &str,
+    df: u64,
+) -> Result<CachedTerm> {
+    let df = usize::try_from(df).unwrap_or(usize::MAX);
+    let mut postings = Vec::with_capacity(df);
+    let n_blocks = df.div_ceil(postings::BLOCK);
+    let (mut heads, mut starts) = (Vec::with_capacity(n_blocks), Vec::with_capacity(n_blocks + 1));
+    starts.push(0);
     postings::decode_term(blocks, term, &mut postings, |h| heads.push(h))?;
     // Each block's postings end where the next block's begin.
     let mut end = 0;
