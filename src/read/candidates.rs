@@ -254,7 +254,6 @@ struct Cursor<'a> {
     weight: f64,
     idf: f64,
     upper: f64,
-    impacts: Impacts,
     avgdl: f64,
     /// What walking the rows of a term the block cache may take has cost so far,
     /// reported to the cache when the cursor is dropped.
@@ -313,7 +312,6 @@ impl<'a> Cursor<'a> {
             weight: t.weight,
             idf: t.idf,
             upper: t.upper,
-            impacts: t.impacts,
             avgdl,
             rent,
         };
@@ -494,20 +492,6 @@ impl<'a> Cursor<'a> {
     fn len_here(&self) -> u32 {
         self.at.unwrap_or_else(|| self.block()[self.pos]).len
     }
-
-    /// A bound on this term's weighted score in a memory of length `len` (every
-    /// posting of the term is dominated by a pair of its frontier no longer than
-    /// the memory, and the memory's postings all carry its length): the best tf
-    /// such a pair allows, at that length. 0 when no pair is that short: the
-    /// term is not in the memory.
-    fn upper_at(&self, len: u32, norms: &Norms) -> f64 {
-        match best_tf_at(&self.impacts, len) {
-            Some(tf) => {
-                (self.weight * score_with_norm(self.idf, tf, norms.of(len))).min(self.upper)
-            }
-            None => 0.0,
-        }
-    }
 }
 
 /// The index of the first posting of `rest` at or after `d` (`rest.len()` when
@@ -543,9 +527,10 @@ fn best_tf_at(impacts: &Impacts, len: u32) -> Option<u32> {
 }
 
 /// For each memory length a search meets, the summed bounds of its terms in a
-/// memory of that length ([`Cursor::upper_at`]): `of(len)[j]` for terms `0..j`,
-/// in scoring order. Computed once per length.
+/// memory of that length ([`TermBound::at`]): `of(len)[j]` for terms `0..j`, in
+/// scoring order. Computed once per length.
 struct LengthBounds {
+    terms: Vec<TermBound>,
     /// Where each tabled length's sums start in `sums` (`usize::MAX`: not yet
     /// computed).
     at: Vec<usize>,
@@ -554,16 +539,44 @@ struct LengthBounds {
     long: Vec<f64>,
 }
 
+/// What bounds one term's score in a memory of a known length.
+struct TermBound {
+    weight: f64,
+    idf: f64,
+    upper: f64,
+    impacts: Impacts,
+}
+
+impl TermBound {
+    /// A bound on the term's weighted score in a memory of length `len` (every
+    /// posting of the term is dominated by a pair of its frontier no longer than
+    /// the memory, and the memory's postings all carry its length): the best tf
+    /// such a pair allows, at that length. 0 when no pair is that short: the
+    /// term is not in the memory.
+    fn at(&self, len: u32, norms: &Norms) -> f64 {
+        match best_tf_at(&self.impacts, len) {
+            Some(tf) => {
+                (self.weight * score_with_norm(self.idf, tf, norms.of(len))).min(self.upper)
+            }
+            None => 0.0,
+        }
+    }
+}
+
 impl LengthBounds {
-    fn new() -> Self {
-        Self { at: Vec::new(), sums: Vec::new(), long: Vec::new() }
+    fn new(order: &[&TermStat]) -> Self {
+        let terms = order
+            .iter()
+            .map(|t| TermBound { weight: t.weight, idf: t.idf, upper: t.upper, impacts: t.impacts })
+            .collect();
+        Self { terms, at: Vec::new(), sums: Vec::new(), long: Vec::new() }
     }
 
-    fn of(&mut self, len: u32, cursors: &[Cursor<'_>], norms: &Norms) -> &[f64] {
+    fn of(&mut self, len: u32, norms: &Norms) -> &[f64] {
         let i = len as usize;
         if i >= Norms::TABLED as usize {
             self.long.clear();
-            push_sums(&mut self.long, len, cursors, norms);
+            push_sums(&mut self.long, &self.terms, len, norms);
             return &self.long;
         }
         if self.at.is_empty() {
@@ -571,19 +584,19 @@ impl LengthBounds {
         }
         if self.at[i] == usize::MAX {
             self.at[i] = self.sums.len();
-            push_sums(&mut self.sums, len, cursors, norms);
+            push_sums(&mut self.sums, &self.terms, len, norms);
         }
-        &self.sums[self.at[i]..=self.at[i] + cursors.len()]
+        &self.sums[self.at[i]..=self.at[i] + self.terms.len()]
     }
 }
 
-/// Appends the summed bounds of `cursors`' terms in a memory of `len`: 0, then
-/// one sum per term.
-fn push_sums(out: &mut Vec<f64>, len: u32, cursors: &[Cursor<'_>], norms: &Norms) {
+/// Appends the summed bounds of `terms` in a memory of `len`: 0, then one sum
+/// per term.
+fn push_sums(out: &mut Vec<f64>, terms: &[TermBound], len: u32, norms: &Norms) {
     let mut sum = 0.0;
     out.push(sum);
-    for c in cursors {
-        sum += c.upper_at(len, norms);
+    for t in terms {
+        sum += t.at(len, norms);
         out.push(sum);
     }
 }
@@ -788,7 +801,7 @@ fn search(
     let mut essential = 0usize; // terms 0..essential are non-essential
     let mut read = 0u64;
     let mut parts = vec![0.0f64; n];
-    let mut by_len = LengthBounds::new();
+    let mut by_len = LengthBounds::new(&order);
     let mut cur = 0u64;
 
     'windows: while essential < n && read < MAX_POSTINGS {
@@ -860,7 +873,7 @@ fn search(
             // their global bounds in a longer memory than their best).
             let full = heap.len() == k;
             let bounds = match len {
-                Some(len) if full && essential > 0 => by_len.of(len, &cursors, norms),
+                Some(len) if full && essential > 0 => by_len.of(len, norms),
                 _ => &prefix[..],
             };
             let mut pruned = false;
