@@ -4,7 +4,10 @@
 //! (`storage::postings`). Terms are ordered by their score upper bound; once `k`
 //! memories are held, the terms whose bounds together cannot lift a memory above
 //! the k-th score become *non-essential*: they are read only to complete the scores
-//! of memories the essential terms found, by moving forward to that memory. Within
+//! of memories the essential terms found, by moving forward to that memory, and
+//! only while their bounds at that memory's length (every posting carries it, and
+//! a term's `(tf, length)` frontier bounds what a memory of that length can hold)
+//! can still lift it into the top k. Within
 //! the essential terms, a window of blocks whose bounds (from each block's impacts)
 //! cannot beat the k-th score is skipped without decoding. Filters run lazily: a
 //! memory's record is read only when its score would place it among the `k`.
@@ -17,7 +20,7 @@ use std::sync::Arc;
 use redb::{AccessGuard, Range};
 
 use crate::error::{Error, Result};
-use crate::storage::block_cache::{self, BlockCache, CachedTerm};
+use crate::storage::block_cache::{self, BlockCache, CachedTerm, OwnerRows};
 use crate::storage::doc_terms::DocTerms;
 use crate::storage::postings::{self, Header, Impacts, Posting};
 use crate::storage::tail::TailTerm;
@@ -949,9 +952,12 @@ fn search(
 /// [`top_k_listed`] scores without reading any postings.
 #[derive(Default)]
 pub struct Listed {
-    bytes: Vec<u8>,
-    /// Docno, and where its row sits in `bytes`.
-    rows: Vec<(u64, usize, usize)>,
+    /// Each owner's rows of its memories in the blocks (kept by the store's
+    /// [`BlockCache::owner_rows`]), then the rows of their memories in the
+    /// postings tail.
+    parts: Vec<Arc<OwnerRows>>,
+    /// Docno, the part holding its row, and where the row sits there; ascending.
+    rows: Vec<(u64, usize, usize, usize)>,
 }
 
 impl Listed {
@@ -972,38 +978,59 @@ impl Listed {
                 return Ok(None);
             }
         }
-        let mut out = Self::default();
+        let mut parts = Vec::with_capacity(owners.len() + 1);
+        let mut tail = OwnerRows::default();
+        let mut count = 0usize;
         for &o in owners {
-            for row in r.user_terms()?.range((o, 0u64)..=(o, u64::MAX))? {
-                if out.rows.len() == max {
+            let term = crate::storage::keys::owner_term(o);
+            // The owner's memories in the blocks have rows (and only they do):
+            // none when its term has no blocks.
+            if let Some(info) = postings::term_info(&r.postings, &term)? {
+                let load = || -> Result<Option<OwnerRows>> {
+                    let mut rows = OwnerRows::default();
+                    for row in r.user_terms()?.range((o, 0u64)..=(o, u64::MAX))? {
+                        if rows.rows.len() == max {
+                            return Ok(None);
+                        }
+                        let (k, v) = row?;
+                        rows.push(k.value().1, v.value());
+                    }
+                    Ok(Some(rows))
+                };
+                let Some(rows) = r.blocks.owner_rows(&term, info.generation, load)? else {
                     return Ok(None);
-                }
-                let (k, v) = row?;
-                out.push(k.value().1, v.value());
+                };
+                count += rows.rows.len();
+                parts.push(rows);
             }
             // The owner's memories in the postings tail have no rows yet: the
             // tail's index holds theirs (docnos above every row's).
-            let Some(tail) = r.tail.term(&crate::storage::keys::owner_term(o)) else { continue };
-            for p in &tail.postings {
-                if out.rows.len() == max {
+            let Some(in_tail) = r.tail.term(&term) else { continue };
+            for p in &in_tail.postings {
+                if count >= max {
                     return Ok(None);
                 }
                 let row = r.tail.row(p.docno).ok_or_else(|| {
                     Error::Corrupted(format!("postings tail: no row for docno {}", p.docno))
                 })?;
-                out.push(p.docno, row);
+                tail.push(p.docno, row);
+                count += 1;
             }
         }
-        if owners.len() > 1 {
-            out.rows.sort_unstable_by_key(|&(d, _, _)| d);
+        if count > max {
+            return Ok(None);
         }
-        Ok(Some(out))
-    }
-
-    fn push(&mut self, docno: u64, row: &[u8]) {
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(row);
-        self.rows.push((docno, start, self.bytes.len()));
+        if !tail.rows.is_empty() {
+            parts.push(Arc::new(tail));
+        }
+        let mut rows = Vec::with_capacity(count);
+        for (i, part) in parts.iter().enumerate() {
+            rows.extend(part.rows.iter().map(|&(d, start, end)| (d, i, start, end)));
+        }
+        if parts.len() > 1 {
+            rows.sort_unstable_by_key(|&(d, ..)| d);
+        }
+        Ok(Some(Self { parts, rows }))
     }
 
     /// How many memories it holds.
@@ -1040,8 +1067,8 @@ fn search_listed(
     let mut heap: BinaryHeap<Held> = BinaryHeap::with_capacity(k + 1);
     let mut read = 0u64;
     let (mut at, mut terms_at, mut tfs) = (Vec::new(), Vec::new(), Vec::new());
-    for &(d, start, end) in &listed.rows {
-        let row = DocTerms::parse(&listed.bytes[start..end])?;
+    for &(d, part, start, end) in &listed.rows {
+        let row = DocTerms::parse(&listed.parts[part].bytes[start..end])?;
         at.clear();
         terms_at.clear();
         let (n, mut i, mut q) = (row.count(), 0, 0);
@@ -1438,6 +1465,66 @@ mod tests {
         let alpha = stats.iter().find(|s| s.token == "alpha").map_or(0, |s| s.df);
         assert_eq!(alpha, 605);
         assert!(read <= alpha + postings::BLOCK as u64, "read {read} postings");
+    }
+
+    /// The owner rows the store keeps follow its writes: after each write to the
+    /// user's memories (new ones merging the postings tail, an edit, a removal)
+    /// and to another user's, a listed search through the kept rows finds what
+    /// one through an empty cache finds, and the kept rows are used when nothing
+    /// of the user's changed.
+    #[test]
+    fn kept_owner_rows_follow_writes() {
+        let mem = Memory::builder().postings_tail_docs(64).open_in_memory().expect("test store");
+        let entry = |i: usize, owner: &str| {
+            let text = format!("alpha {} {}", WORDS[i % WORDS.len()], WORDS[(i * 7) % WORDS.len()]);
+            let mut e = MemoryEntry::new(MemoryType::Episodic, text);
+            e.user_id = Some(owner.to_owned());
+            e
+        };
+        mem.add_batch((0..200).map(|i| entry(i, "u1")).collect()).expect("test store");
+        mem.add_batch((0..100).map(|i| entry(i, "u2")).collect()).expect("test store");
+        let terms: Vec<Term> = ["alpha", "bravo", "golf"]
+            .iter()
+            .map(|w| Term { token: crate::text::stem(w), weight: 1.0 })
+            .collect();
+        let owners = crate::read::filters::owners("u1");
+        let kept = Arc::new(BlockCache::new(1 << 20));
+        let search = |cache: &Arc<BlockCache>| {
+            let mut r = mem.read().expect("test store");
+            r.blocks = Arc::clone(cache);
+            let stats = term_stats(&r, &terms).expect("test store");
+            let listed = Listed::load(&r, &owners, 10_000).expect("load").expect("within max");
+            let (got, _) =
+                top_k_listed(&r, &stats, 10, &listed, None, |_, _| true).expect("test store");
+            let got: Vec<(u64, f64)> = got.iter().map(|c| (c.docno, c.bm25)).collect();
+            (listed.len(), got)
+        };
+        let check = |step: &str| {
+            let fresh = search(&Arc::new(BlockCache::new(1 << 20)));
+            assert_eq!(search(&kept), fresh, "{step}");
+            fresh.0
+        };
+        assert_eq!(check("as built"), 200);
+        let held = kept.kept_owner_rows(&crate::storage::keys::owner_term("u1"));
+        assert!(held.is_some(), "the rows are kept");
+        mem.add_batch((100..200).map(|i| entry(i, "u2")).collect()).expect("test store");
+        assert_eq!(check("another user's memories"), 200);
+        let still = kept.kept_owner_rows(&crate::storage::keys::owner_term("u1"));
+        assert!(held.zip(still).is_some_and(|(a, b)| Arc::ptr_eq(&a, &b)), "read again");
+        mem.add_batch((200..300).map(|i| entry(i, "u1")).collect()).expect("test store");
+        assert_eq!(check("new memories, the tail merged"), 300);
+        // Two of the first memories (in the blocks since the first merge).
+        let stored = |d: u64| {
+            let e = mem.read().and_then(|r| r.get(d)).expect("test store").expect("stored");
+            assert_eq!(e.user_id.as_deref(), Some("u1"));
+            e
+        };
+        let mut edited = stored(3);
+        edited.content = "bravo golf golf".into();
+        mem.update(edited).expect("test store");
+        assert_eq!(check("an edit"), 300);
+        assert!(mem.remove(&stored(5).id).expect("test store"));
+        assert_eq!(check("a removal"), 299);
     }
 
     /// A store whose postings tail holds 256 memories (the default on a small

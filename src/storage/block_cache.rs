@@ -103,6 +103,10 @@ struct Inner {
     sets: HashMap<String, KeptSet>,
     /// Bytes the kept sets hold ([`DocSet::bytes`]).
     set_bytes: usize,
+    /// `owner term → (generation, rows, last asked)`: see [`BlockCache::owner_rows`].
+    owners: HashMap<String, KeptRows>,
+    /// Bytes the kept rows hold ([`OwnerRows::bytes`]).
+    owner_bytes: usize,
 }
 
 /// The memories whose postings blocks hold one term, as a set: a bitmap over
@@ -173,6 +177,40 @@ impl DocSet {
 
 /// A kept member set: its term's generation, the set, and when it was last asked.
 type KeptSet = (u64, Arc<DocSet>, u64);
+
+/// The `user_terms` rows of one owner's memories in the postings blocks, copied
+/// out of their pages, in docno order.
+#[derive(Debug, Default)]
+pub struct OwnerRows {
+    /// The rows, one after the other.
+    pub bytes: Vec<u8>,
+    /// Each row's docno, and where it sits in `bytes`.
+    pub rows: Vec<(u64, usize, usize)>,
+}
+
+impl OwnerRows {
+    /// Appends the row of `docno` (docnos must come in ascending order).
+    pub fn push(&mut self, docno: u64, row: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(row);
+        self.rows.push((docno, start, self.bytes.len()));
+    }
+
+    /// Bytes it holds.
+    #[must_use]
+    pub fn bytes(&self) -> usize {
+        self.bytes.len() + self.rows.len() * std::mem::size_of::<(u64, usize, usize)>()
+    }
+}
+
+/// Kept owner rows: the owner term's generation, the rows, when last asked.
+type KeptRows = (u64, Arc<OwnerRows>, u64);
+
+/// Bytes of owner rows kept at most (the most recently asked; the newest is
+/// kept whatever its size). A user holding 1,000 memories of the synthetic
+/// corpus takes ~400 KB, so this keeps the rows of the ~160 users asked about
+/// last: an agent's active conversations.
+const OWNER_ROWS_BUDGET: usize = 64 << 20;
 
 /// Bytes of member sets kept at most (the most recently asked; the newest is
 /// kept whatever its size). A bitmap over 1M memories takes 125 KiB, so this
@@ -352,6 +390,59 @@ impl BlockCache {
         Ok(set)
     }
 
+    /// The rows of the memories whose postings blocks hold `owner_term` at
+    /// `generation` (an owner's, see `storage::keys::owner_term`): kept from an
+    /// earlier ask of the same generation, else read by `load` (`None`: too
+    /// many, not kept) and kept for the next (the most recently asked, within
+    /// `OWNER_ROWS_BUDGET` bytes). A user-filtered recall scores a small owner's
+    /// memories from these rows; an agent asks for the same user's again and
+    /// again, and the owner term's blocks (hence its generation) change only
+    /// when one of its memories in the blocks is written or the postings tail
+    /// is merged, with the rows in the same transaction.
+    ///
+    /// # Errors
+    /// Those of `load`.
+    pub fn owner_rows(
+        &self,
+        owner_term: &str,
+        generation: u64,
+        load: impl FnOnce() -> Result<Option<OwnerRows>>,
+    ) -> Result<Option<Arc<OwnerRows>>> {
+        {
+            let mut inner = self.inner.lock();
+            inner.clock += 1;
+            let now = inner.clock;
+            if let Some(k) = inner.owners.get_mut(owner_term)
+                && k.0 == generation
+            {
+                k.2 = now;
+                return Ok(Some(Arc::clone(&k.1)));
+            }
+        }
+        let Some(rows) = load()? else { return Ok(None) };
+        let rows = Arc::new(rows);
+        let mut inner = self.inner.lock();
+        inner.clock += 1;
+        let now = inner.clock;
+        inner.owner_bytes += rows.bytes();
+        if let Some(old) =
+            inner.owners.insert(owner_term.to_owned(), (generation, Arc::clone(&rows), now))
+        {
+            inner.owner_bytes -= old.1.bytes();
+        }
+        let inner = &mut *inner;
+        evict(&mut inner.owners, &mut inner.owner_bytes, OWNER_ROWS_BUDGET, 1, |k| {
+            (k.2, k.1.bytes())
+        });
+        Ok(Some(rows))
+    }
+
+    /// The rows kept for `owner_term`, whatever their generation (tests).
+    #[cfg(test)]
+    pub(crate) fn kept_owner_rows(&self, owner_term: &str) -> Option<Arc<OwnerRows>> {
+        self.inner.lock().owners.get(owner_term).map(|k| Arc::clone(&k.1))
+    }
+
     /// Drops everything (the postings were rebuilt).
     pub fn clear(&self) {
         let mut inner = self.inner.lock();
@@ -360,6 +451,8 @@ impl BlockCache {
         inner.bytes = 0;
         inner.sets.clear();
         inner.set_bytes = 0;
+        inner.owners.clear();
+        inner.owner_bytes = 0;
     }
 
     /// Bytes of decoded postings held.
