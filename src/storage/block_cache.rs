@@ -357,11 +357,8 @@ impl BlockCache {
             let mut inner = self.inner.lock();
             inner.clock += 1;
             let now = inner.clock;
-            if let Some(s) = inner.sets.get_mut(term)
-                && s.0 == generation
-            {
-                s.2 = now;
-                return Ok(Arc::clone(&s.1));
+            if let Some(set) = kept(&mut inner.sets, term, generation, now) {
+                return Ok(set);
             }
             inner
                 .terms
@@ -381,12 +378,9 @@ impl BlockCache {
         let mut inner = self.inner.lock();
         inner.clock += 1;
         let now = inner.clock;
-        inner.set_bytes += set.bytes();
-        if let Some(old) = inner.sets.insert(term.to_owned(), (generation, Arc::clone(&set), now)) {
-            inner.set_bytes -= old.1.bytes();
-        }
         let inner = &mut *inner;
-        evict(&mut inner.sets, &mut inner.set_bytes, self.set_budget, 1, |s| (s.2, s.1.bytes()));
+        let kept = (&mut inner.sets, &mut inner.set_bytes);
+        keep(kept, self.set_budget, term, (generation, &set, now), DocSet::bytes);
         Ok(set)
     }
 
@@ -412,11 +406,8 @@ impl BlockCache {
             let mut inner = self.inner.lock();
             inner.clock += 1;
             let now = inner.clock;
-            if let Some(k) = inner.owners.get_mut(owner_term)
-                && k.0 == generation
-            {
-                k.2 = now;
-                return Ok(Some(Arc::clone(&k.1)));
+            if let Some(rows) = kept(&mut inner.owners, owner_term, generation, now) {
+                return Ok(Some(rows));
             }
         }
         let Some(rows) = load()? else { return Ok(None) };
@@ -424,16 +415,9 @@ impl BlockCache {
         let mut inner = self.inner.lock();
         inner.clock += 1;
         let now = inner.clock;
-        inner.owner_bytes += rows.bytes();
-        if let Some(old) =
-            inner.owners.insert(owner_term.to_owned(), (generation, Arc::clone(&rows), now))
-        {
-            inner.owner_bytes -= old.1.bytes();
-        }
         let inner = &mut *inner;
-        evict(&mut inner.owners, &mut inner.owner_bytes, OWNER_ROWS_BUDGET, 1, |k| {
-            (k.2, k.1.bytes())
-        });
+        let kept = (&mut inner.owners, &mut inner.owner_bytes);
+        keep(kept, OWNER_ROWS_BUDGET, owner_term, (generation, &rows, now), OwnerRows::bytes);
         Ok(Some(rows))
     }
 
@@ -460,6 +444,33 @@ impl BlockCache {
     pub fn bytes(&self) -> usize {
         self.inner.lock().bytes
     }
+}
+
+/// Values kept by key: each with its term's generation and when it was last asked.
+type KeptMap<V> = HashMap<String, (u64, Arc<V>, u64)>;
+
+/// The value kept for `key` when it is of `generation`, marked as used `now`.
+fn kept<V>(map: &mut KeptMap<V>, key: &str, generation: u64, now: u64) -> Option<Arc<V>> {
+    let k = map.get_mut(key).filter(|k| k.0 == generation)?;
+    k.2 = now;
+    Some(Arc::clone(&k.1))
+}
+
+/// Keeps `value` for `key` (`(generation, value, now)`) in a map whose values
+/// hold `held` bytes together, then drops the least recently used until they
+/// fit in `budget` (the newest stays whatever its size).
+fn keep<V>(
+    (map, held): (&mut KeptMap<V>, &mut usize),
+    budget: usize,
+    key: &str,
+    (generation, value, now): (u64, &Arc<V>, u64),
+    bytes: impl Fn(&V) -> usize,
+) {
+    *held += bytes(value);
+    if let Some(old) = map.insert(key.to_owned(), (generation, Arc::clone(value), now)) {
+        *held -= bytes(&old.1);
+    }
+    evict(map, held, budget, 1, |k| (k.2, bytes(&k.1)));
 }
 
 /// Drops the least recently used of `kept` until the `held` bytes fit in
