@@ -970,7 +970,8 @@ impl Listed {
     pub fn load(r: &Reader, owners: &[&str], max: usize) -> Result<Option<Self>> {
         // Refused on the owner terms' document frequencies when they tell
         // already, instead of after reading `max` rows.
-        if crate::read::filters::owner_memories(r, owners)? > max as u64 {
+        let terms = crate::read::filters::owner_terms(r, owners)?;
+        if terms.iter().map(crate::read::filters::OwnerTerm::memories).sum::<u64>() > max as u64 {
             return Ok(None);
         }
         for &o in owners {
@@ -981,11 +982,11 @@ impl Listed {
         let mut parts = Vec::with_capacity(owners.len() + 1);
         let mut tail = OwnerRows::default();
         let mut count = 0usize;
-        for &o in owners {
-            let term = crate::storage::keys::owner_term(o);
+        for (&o, owner) in owners.iter().zip(&terms) {
+            let term = &owner.term;
             // The owner's memories in the blocks have rows (and only they do):
             // none when its term has no blocks.
-            if let Some(info) = postings::term_info(&r.postings, &term)? {
+            if let Some(info) = &owner.blocks {
                 let load = || -> Result<Option<OwnerRows>> {
                     let mut rows = OwnerRows::default();
                     for row in r.user_terms()?.range((o, 0u64)..=(o, u64::MAX))? {
@@ -997,7 +998,7 @@ impl Listed {
                     }
                     Ok(Some(rows))
                 };
-                let Some(rows) = r.blocks.owner_rows(&term, info.generation, load)? else {
+                let Some(rows) = r.blocks.owner_rows(term, info.generation, load)? else {
                     return Ok(None);
                 };
                 count += rows.rows.len();
@@ -1005,7 +1006,7 @@ impl Listed {
             }
             // The owner's memories in the postings tail have no rows yet: the
             // tail's index holds theirs (docnos above every row's).
-            let Some(in_tail) = r.tail.term(&term) else { continue };
+            let Some(in_tail) = r.tail.term(term) else { continue };
             for p in &in_tail.postings {
                 if count >= max {
                     return Ok(None);

@@ -130,6 +130,41 @@ pub fn holds_most(r: &Reader, user: &str) -> Result<bool> {
     Ok(found * 4 >= SAMPLES && theirs * 2 >= found)
 }
 
+/// One owner's term (see `storage::keys::owner_term`) in a snapshot: its info
+/// row in the blocks, if any, and its postings in the tail.
+pub struct OwnerTerm {
+    /// The owner term.
+    pub term: String,
+    /// Its info row (document frequency and generation of its blocks).
+    pub blocks: Option<crate::storage::postings::TermInfo>,
+    /// Its postings in the postings tail.
+    pub in_tail: u64,
+}
+
+impl OwnerTerm {
+    /// How many memories the owner holds.
+    #[must_use]
+    pub fn memories(&self) -> u64 {
+        self.blocks.as_ref().map_or(0, |i| i.df) + self.in_tail
+    }
+}
+
+/// The owner terms of `owners` (user ids, `""` for the unattributed) in `r`.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on a malformed term row.
+pub fn owner_terms(r: &Reader, owners: &[&str]) -> Result<Vec<OwnerTerm>> {
+    owners
+        .iter()
+        .map(|o| {
+            let term = crate::storage::keys::owner_term(o);
+            let blocks = crate::storage::postings::term_info(&r.postings, &term)?;
+            let in_tail = r.tail.term_stats(&term).map_or(0, |(df, _)| df);
+            Ok(OwnerTerm { term, blocks, in_tail })
+        })
+        .collect()
+}
+
 /// How many memories `owners` (user ids, `""` for the unattributed) hold in
 /// `r`, from their owner terms' document frequencies in the blocks and the
 /// postings tail (each memory's postings hold its one owner term).
@@ -137,15 +172,7 @@ pub fn holds_most(r: &Reader, user: &str) -> Result<bool> {
 /// # Errors
 /// Storage errors; [`crate::Error::Corrupted`] on a malformed term row.
 pub fn owner_memories(r: &Reader, owners: &[&str]) -> Result<u64> {
-    let mut n = 0u64;
-    for o in owners {
-        let term = crate::storage::keys::owner_term(o);
-        let in_blocks =
-            crate::storage::postings::term_info(&r.postings, &term)?.map_or(0, |i| i.df);
-        let in_tail = r.tail.term_stats(&term).map_or(0, |(df, _)| df);
-        n += in_blocks + in_tail;
-    }
-    Ok(n)
+    Ok(owner_terms(r, owners)?.iter().map(OwnerTerm::memories).sum())
 }
 
 /// A `domain` filter leaves its memories to the records' check, without a

@@ -100,11 +100,11 @@ struct Inner {
     bytes: usize,
     clock: u64,
     /// `term → (generation, members, last asked)`: see [`BlockCache::members`].
-    sets: HashMap<String, KeptSet>,
+    sets: KeptMap<DocSet>,
     /// Bytes the kept sets hold ([`DocSet::bytes`]).
     set_bytes: usize,
     /// `owner term → (generation, rows, last asked)`: see [`BlockCache::owner_rows`].
-    owners: HashMap<String, KeptRows>,
+    owners: KeptMap<OwnerRows>,
     /// Bytes the kept rows hold ([`OwnerRows::bytes`]).
     owner_bytes: usize,
 }
@@ -175,9 +175,6 @@ impl DocSet {
     }
 }
 
-/// A kept member set: its term's generation, the set, and when it was last asked.
-type KeptSet = (u64, Arc<DocSet>, u64);
-
 /// The `user_terms` rows of one owner's memories in the postings blocks, copied
 /// out of their pages, in docno order.
 #[derive(Debug, Default)]
@@ -202,9 +199,6 @@ impl OwnerRows {
         self.bytes.len() + self.rows.len() * std::mem::size_of::<(u64, usize, usize)>()
     }
 }
-
-/// Kept owner rows: the owner term's generation, the rows, when last asked.
-type KeptRows = (u64, Arc<OwnerRows>, u64);
 
 /// Bytes of owner rows kept at most (the most recently asked; the newest is
 /// kept whatever its size). A user holding 1,000 memories of the synthetic
