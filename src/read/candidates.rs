@@ -987,18 +987,18 @@ impl Listed {
             // The owner's memories in the blocks have rows (and only they do):
             // none when its term has no blocks.
             if let Some(info) = &owner.blocks {
-                let load = || -> Result<Option<OwnerRows>> {
-                    let mut rows = OwnerRows::default();
+                let load = |rows: &mut OwnerRows| -> Result<bool> {
                     for row in r.user_terms()?.range((o, 0u64)..=(o, u64::MAX))? {
                         if rows.rows.len() == max {
-                            return Ok(None);
+                            return Ok(false);
                         }
                         let (k, v) = row?;
                         rows.push(k.value().1, v.value());
                     }
-                    Ok(Some(rows))
+                    Ok(true)
                 };
-                let Some(rows) = r.blocks.owner_rows(term, info.generation, load)? else {
+                let Some(rows) = r.blocks.owner_rows(term, (info.generation, info.df), load)?
+                else {
                     return Ok(None);
                 };
                 count += rows.rows.len();

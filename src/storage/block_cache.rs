@@ -107,6 +107,9 @@ struct Inner {
     owners: KeptMap<OwnerRows>,
     /// Bytes the kept rows hold ([`OwnerRows::bytes`]).
     owner_bytes: usize,
+    /// Mean bytes of a row in the owner rows read last (0 before any): sizes
+    /// the next read's buffer.
+    row_bytes: usize,
 }
 
 /// The memories whose postings blocks hold one term, as a set: a bitmap over
@@ -186,6 +189,12 @@ pub struct OwnerRows {
 }
 
 impl OwnerRows {
+    /// Empty, with room for `rows` rows of `bytes` bytes together.
+    #[must_use]
+    pub fn with_capacity(rows: usize, bytes: usize) -> Self {
+        Self { bytes: Vec::with_capacity(bytes), rows: Vec::with_capacity(rows) }
+    }
+
     /// Appends the row of `docno` (docnos must come in ascending order).
     pub fn push(&mut self, docno: u64, row: &[u8]) {
         let start = self.bytes.len();
@@ -196,7 +205,7 @@ impl OwnerRows {
     /// Bytes it holds.
     #[must_use]
     pub fn bytes(&self) -> usize {
-        self.bytes.len() + self.rows.len() * std::mem::size_of::<(u64, usize, usize)>()
+        self.bytes.capacity() + self.rows.capacity() * std::mem::size_of::<(u64, usize, usize)>()
     }
 }
 
@@ -388,25 +397,39 @@ impl BlockCache {
     /// when one of its memories in the blocks is written or the postings tail
     /// is merged, with the rows in the same transaction.
     ///
+    /// `load` fills a buffer sized for `count` rows (the owner term's document
+    /// frequency in the blocks) of the mean length of the rows read last: a
+    /// buffer grown by doubling would be copied several times, each time into
+    /// memory never touched before.
+    ///
     /// # Errors
     /// Those of `load`.
     pub fn owner_rows(
         &self,
         owner_term: &str,
-        generation: u64,
-        load: impl FnOnce() -> Result<Option<OwnerRows>>,
+        (generation, count): (u64, u64),
+        load: impl FnOnce(&mut OwnerRows) -> Result<bool>,
     ) -> Result<Option<Arc<OwnerRows>>> {
-        {
+        let row_bytes = {
             let mut inner = self.inner.lock();
             inner.clock += 1;
             let now = inner.clock;
             if let Some(rows) = kept(&mut inner.owners, owner_term, generation, now) {
                 return Ok(Some(rows));
             }
+            inner.row_bytes
+        };
+        let count = usize::try_from(count).unwrap_or(0);
+        // A few rows past the mean fit without growing.
+        let mut rows = OwnerRows::with_capacity(count, count.saturating_mul(row_bytes) / 8 * 9);
+        if !load(&mut rows)? {
+            return Ok(None);
         }
-        let Some(rows) = load()? else { return Ok(None) };
         let rows = Arc::new(rows);
         let mut inner = self.inner.lock();
+        if !rows.rows.is_empty() {
+            inner.row_bytes = rows.bytes.len().div_ceil(rows.rows.len());
+        }
         inner.clock += 1;
         let now = inner.clock;
         let inner = &mut *inner;
@@ -636,5 +659,30 @@ mod tests {
         assert_eq!(small.bytes(), charlie.bytes());
         let again = ask(&small, &mem, "bravo").expect("bravo again");
         assert_eq!(small.bytes(), again.bytes(), "charlie went");
+    }
+
+    #[test]
+    fn owner_rows_are_read_into_a_buffer_sized_from_the_last_read() {
+        let cache = BlockCache::new(1 << 20);
+        let fill = |n: u64, len: usize| {
+            move |rows: &mut OwnerRows| {
+                for d in 0..n {
+                    rows.push(d, &vec![7; len]);
+                }
+                Ok(true)
+            }
+        };
+        let first = cache.owner_rows("#owner:a", (1, 40), fill(40, 100)).expect("a").expect("kept");
+        assert_eq!(first.rows.capacity(), 40, "sized for the rows counted");
+        // Rows of 100 bytes were read last: 50 of them fit without growing.
+        let sized = cache.owner_rows("#owner:b", (1, 50), fill(50, 100)).expect("b").expect("kept");
+        assert_eq!(sized.bytes.len(), 5_000);
+        let capacity = sized.bytes.capacity();
+        assert!((5_000..=5_625).contains(&capacity), "grown: {capacity}");
+        assert_eq!(cache.inner.lock().owner_bytes, first.bytes() + sized.bytes());
+        // A refused read keeps nothing.
+        let refused = cache.owner_rows("#owner:c", (1, 3), |_| Ok(false)).expect("c");
+        assert!(refused.is_none());
+        assert!(cache.kept_owner_rows("#owner:c").is_none());
     }
 }
