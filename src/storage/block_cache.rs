@@ -425,6 +425,10 @@ impl BlockCache {
         if !load(&mut rows)? {
             return Ok(None);
         }
+        // Rows shorter than the last read's leave room the budget would count.
+        if rows.bytes.capacity() > rows.bytes.len() / 4 * 5 {
+            rows.bytes.shrink_to_fit();
+        }
         let rows = Arc::new(rows);
         let mut inner = self.inner.lock();
         if !rows.rows.is_empty() {
@@ -680,6 +684,9 @@ mod tests {
         let capacity = sized.bytes.capacity();
         assert!((5_000..=5_625).contains(&capacity), "grown: {capacity}");
         assert_eq!(cache.inner.lock().owner_bytes, first.bytes() + sized.bytes());
+        // Shorter rows than the last read's: the room left over is given back.
+        let short = cache.owner_rows("#owner:d", (1, 50), fill(50, 10)).expect("d").expect("kept");
+        assert_eq!(short.bytes.capacity(), 500);
         // A refused read keeps nothing.
         let refused = cache.owner_rows("#owner:c", (1, 3), |_| Ok(false)).expect("c");
         assert!(refused.is_none());
