@@ -29,6 +29,7 @@ pub use clock::{Clock, FixedClock, SystemClock};
 pub use error::{Error, Result};
 pub use memory::{
     Durability, LayerView, Memory, MemoryBuilder, Settings, Snapshot, StoreStats, TableSpace,
+    TailFill,
 };
 pub use model::{
     MemoryCategory, MemoryEntry, MemoryType, SignificanceScore, SomaticMarker, Timestamp,

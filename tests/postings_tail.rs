@@ -269,3 +269,38 @@ fn a_damaged_tail_row_is_a_clear_error_and_reindex_repairs_it() {
     drop(mem);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An agent can merge the tail in its idle time: `postings_tail` says how full
+/// it is, `merge_postings_tail` empties it into the blocks, searches find the
+/// same memories, and the next write starts a new tail instead of merging.
+#[test]
+fn the_tail_can_be_merged_ahead_of_the_write_that_fills_it() {
+    let limit = 64;
+    let mem = Memory::builder().postings_tail_docs(limit).open_in_memory().expect("open");
+    assert_eq!(mem.merge_postings_tail().expect("merge"), 0, "nothing to merge");
+    assert_eq!(block_rows(&mem), 0);
+    let ids: Vec<String> = (0..48).map(|i| mem.add(entry(i)).expect("add")).collect();
+    let fill = mem.postings_tail().expect("fill");
+    assert_eq!((fill.memories, fill.cap), (48, limit));
+    let before: Vec<Vec<String>> =
+        [word(0), word(47), "kayaking".to_owned()].iter().map(|q| found(&mem, q)).collect();
+    assert_eq!(before[0], vec![ids[0].clone()]);
+
+    assert_eq!(mem.merge_postings_tail().expect("merge"), 48);
+    assert_eq!(mem.postings_tail().expect("fill").memories, 0);
+    assert_eq!(tail_rows(&mem), 0);
+    assert!(block_rows(&mem) > 0);
+    assert_consistent(&mem);
+    let after: Vec<Vec<String>> =
+        [word(0), word(47), "kayaking".to_owned()].iter().map(|q| found(&mem, q)).collect();
+    assert_eq!(after, before);
+
+    // Room for a whole tail again: 64 more adds stay in it.
+    let blocks = block_rows(&mem);
+    for i in 48..48 + limit as usize {
+        mem.add(entry(i)).expect("add");
+    }
+    assert_eq!(tail_rows(&mem), limit);
+    assert_eq!(block_rows(&mem), blocks, "no write merged the tail");
+    assert_consistent(&mem);
+}

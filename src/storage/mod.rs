@@ -574,6 +574,13 @@ impl Store {
         self.tail_max = Some(docs);
     }
 
+    /// How many memories the postings tail of a store of `docs` memories takes
+    /// before a write merges it into the blocks.
+    #[must_use]
+    pub fn tail_cap(&self, docs: u64) -> u64 {
+        self.tail_max.unwrap_or_else(|| tail::default_cap(docs))
+    }
+
     /// The profile the store was created with.
     #[must_use]
     pub fn profile(&self) -> Profile {

@@ -1152,6 +1152,19 @@ impl<'t> Writer<'t> {
         Ok(list)
     }
 
+    /// Merges the postings tail into the blocks now (with any posting changes
+    /// buffered before); returns how many memories the tail held.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn merge_tail(&mut self) -> Result<u64> {
+        let held = self.tail.len()?;
+        if held > 0 || !self.pending.is_empty() {
+            self.apply_pending()?;
+        }
+        Ok(held)
+    }
+
     /// Every docno whose index terms include `term`, ascending, as of this point in
     /// the transaction.
     ///

@@ -59,6 +59,10 @@ pub struct IngestArgs {
     /// Skip the observe + recall rounds after the single observes.
     #[arg(long)]
     no_rounds: bool,
+    /// Between the single observes, untimed (an agent's idle time), merge the
+    /// postings tail once it is this percent full (`Memory::merge_postings_tail`).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
+    merge_tail_at: Option<u64>,
     /// Corpus seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -201,13 +205,18 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     let pb = bar(if a.no_rounds { 1 } else { 2 } * a.single as u64, "observe".into());
     let queries = if a.no_rounds { Vec::new() } else { corpus.queries(a.single.clamp(1, 300)) };
     let before = mem.write_timings();
-    let mut single = time_observes(&mem, &corpus, &queries, &mut next, a.single, &pb)?;
+    let mut single =
+        time_observes(&mem, &corpus, &queries, (&mut next, a.single, a.merge_tail_at), &pb)?;
     let singles = mem.write_timings().since(&before);
     pb.finish_and_clear();
     drop(mem);
     let _ = soulmem::storage::remove_store(&copy);
     let observe_mean = single.each.iter().sum::<f64>() / single.each.len().max(1) as f64;
     let observe_max = single.each.iter().copied().fold(0.0, f64::max);
+    // Before the quantiles sort them: each with its place in the run.
+    let mut slowest: Vec<(usize, f64)> = single.each.iter().copied().enumerate().collect();
+    slowest.sort_by(|x, y| y.1.total_cmp(&x.1));
+    slowest.truncate(3);
     println!(
         "ingest_per_s {:.0}  ingest_per_cpu_s {:.0}  observe_p50_ms {:.3}  observe_p99_ms {:.3}  observe_mean_ms {:.3}  observe_max_ms {:.3}  recall_after_observe_p50_ms {:.3}",
         done as f64 / spent.as_secs_f64().max(1e-9),
@@ -218,6 +227,17 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
         observe_max,
         quantile(&mut single.recalls, 0.5)
     );
+    if !slowest.is_empty() {
+        let list: Vec<String> = slowest.iter().map(|(i, t)| format!("#{i} {t:.1} ms")).collect();
+        println!("slowest single observes: {}", list.join(", "));
+    }
+    if a.merge_tail_at.is_some() {
+        println!(
+            "idle_tail_merges {}  idle_tail_merge_max_ms {:.3}",
+            single.merges.len(),
+            single.merges.iter().copied().fold(0.0, f64::max)
+        );
+    }
     print_phases("per batch (ms)", &phases, a.batches as u64, 1);
     // The single observes' transactions (the access writer's, which stores the
     // rounds' recalls' access records, are not counted).
@@ -491,31 +511,46 @@ fn settle(mem: &Memory) -> anyhow::Result<()> {
 struct Observed {
     /// Milliseconds of each observe.
     each: Vec<f64>,
-    /// Process CPU time the observes took (recalls excluded).
+    /// Process CPU time the observes took (recalls excluded; merges between them
+    /// included).
     cpu: Duration,
     /// Milliseconds of the recall made after each observe (an agent's loop).
     recalls: Vec<f64>,
+    /// Milliseconds of each merge of the postings tail made between them.
+    merges: Vec<f64>,
 }
 
 /// Times `count` single durable observes of the corpus's exchanges from `*next`
-/// on; then `count` more, each followed by one recall of the next query (an
-/// agent's loop, where the postings tail holds the newest memories), timing the
-/// recalls only.
+/// on (between them, untimed, merging the postings tail once it is `merge_at`
+/// percent full); then `count` more, each followed by one recall of the next
+/// query (an agent's loop, where the postings tail holds the newest memories),
+/// timing the recalls only.
 fn time_observes(
     mem: &Memory,
     corpus: &Corpus,
     queries: &[SynthQuery],
-    next: &mut u64,
-    count: usize,
+    (next, count, merge_at): (&mut u64, usize, Option<u64>),
     pb: &ProgressBar,
 ) -> anyhow::Result<Observed> {
-    let mut out =
-        Observed { each: Vec::with_capacity(count), cpu: Duration::ZERO, recalls: vec![] };
+    let mut out = Observed {
+        each: Vec::with_capacity(count),
+        cpu: Duration::ZERO,
+        recalls: vec![],
+        merges: vec![],
+    };
     let observe = |next: &mut u64| observe_next(mem, corpus, next);
     let c = cpu_time();
     for _ in 0..count {
         out.each.push(observe(next)?);
         pb.inc(1);
+        if let Some(pct) = merge_at {
+            let fill = mem.postings_tail()?;
+            if fill.memories * 100 >= pct * fill.cap {
+                let t = Instant::now();
+                mem.merge_postings_tail()?;
+                out.merges.push(ms(t.elapsed()));
+            }
+        }
     }
     out.cpu = cpu_time().saturating_sub(c);
     let rounds = if queries.is_empty() { 0 } else { count };
@@ -980,7 +1015,7 @@ fn measure_once(
     let mut next = used;
     let pb = bar(2 * a.observes as u64, format!("observe {n}"));
     settle(&mem)?;
-    let mut single = time_observes(&mem, corpus, queries, &mut next, a.observes, &pb)?;
+    let mut single = time_observes(&mem, corpus, queries, (&mut next, a.observes, None), &pb)?;
     pb.finish_and_clear();
     row.insert("observe_cpu_mean_ms".into(), round3(ms(single.cpu) / a.observes.max(1) as f64));
     row.insert("observe_p50_ms".into(), round3(quantile(&mut single.each, 0.5)));
