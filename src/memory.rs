@@ -772,6 +772,17 @@ impl Memory {
     /// memories it held (0: nothing to merge, nothing written). Recall returns
     /// the same before and after; see [`Memory::postings_tail`] for when it helps.
     ///
+    /// ```
+    /// use soulmem::{Memory, MemoryEntry, MemoryType};
+    /// let mem = Memory::open_in_memory()?;
+    /// mem.add(MemoryEntry::new(MemoryType::Semantic, "kayaking on Sundays"))?;
+    /// assert_eq!(mem.postings_tail()?.memories, 1);
+    /// assert_eq!(mem.merge_postings_tail()?, 1);
+    /// assert_eq!(mem.postings_tail()?.memories, 0);
+    /// assert_eq!(mem.merge_postings_tail()?, 0);
+    /// # Ok::<(), soulmem::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// Storage errors; the tail then stays as it was.
     pub fn merge_postings_tail(&self) -> Result<u64> {
