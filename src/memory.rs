@@ -756,7 +756,7 @@ impl Memory {
     /// apart, in the tail, until it holds [`TailFill::cap`] memories (a 64th of
     /// the store, from 256 to 4,096); the write that would pass that merges the
     /// tail into the postings blocks, and at a million memories that merge takes
-    /// one observe tens of milliseconds. An agent can merge it beforehand, in
+    /// one observe a few hundred milliseconds. An agent can merge it beforehand, in
     /// its idle time ([`Memory::merge_postings_tail`]), once it is, say, three
     /// quarters full.
     ///

@@ -578,7 +578,7 @@ impl Store {
     /// before a write merges it into the blocks.
     #[must_use]
     pub fn tail_cap(&self, docs: u64) -> u64 {
-        self.tail_max.unwrap_or_else(|| tail::default_cap(docs))
+        tail::cap(self.tail_max, docs)
     }
 
     /// The profile the store was created with.

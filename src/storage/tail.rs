@@ -57,6 +57,14 @@ pub fn default_cap(docs: u64) -> u64 {
     (docs / 64).clamp(TAIL_MIN_DOCS, TAIL_MAX_DOCS)
 }
 
+/// How many memories the tail of a store of `docs` memories takes before a
+/// write merges it: `max` when the store was opened with one, else
+/// [`default_cap`].
+#[must_use]
+pub fn cap(max: Option<u64>, docs: u64) -> u64 {
+    max.unwrap_or_else(|| default_cap(docs))
+}
+
 /// One tail row: a memory's index terms with their weighted frequencies, and its
 /// weighted length.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -367,8 +367,7 @@ impl<'t> Writer<'t> {
             // buffered postings).
             let new_docs = self.stats.next_docno.saturating_sub(self.first_new);
             if self.pending.only_adds_from(self.first_new)
-                && self.tail.len()? + new_docs
-                    <= self.tail_max.unwrap_or_else(|| tail::default_cap(self.stats.docs))
+                && self.tail.len()? + new_docs <= tail::cap(self.tail_max, self.stats.docs)
             {
                 for (docno, doc) in self.pending.take_by_doc() {
                     self.tail.insert(docno, encode(&doc)?.as_slice())?;
