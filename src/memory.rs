@@ -305,6 +305,7 @@ impl MemoryBuilder {
             store.set_tail_max(docs);
         }
         let profile = store.profile();
+        crate::write::observe::warm_up_in_background(profile);
         let settings = self.settings.unwrap_or_else(|| Settings::for_profile(profile));
         store.set_access_cap(settings.access_history_cap);
         Memory {

@@ -396,6 +396,46 @@ impl Analysis {
     }
 }
 
+/// Builds the heuristic engine's patterns for `profile` (fact, entity, sentiment,
+/// significance and contradiction patterns: compiled on first use, ~85 ms
+/// together) by running the analysis and the contradiction checks on a few
+/// throwaway exchanges, so the first observe does not pay for them. Touches no
+/// store.
+pub fn warm_up(profile: Profile) {
+    const EXCHANGES: [(&str, &str); 3] = [
+        ("I live in Lisbon and work at Globex. My sister Ana loves kayaking!", "Noted."),
+        ("I don't like coffee anymore; my favorite language is Rust.", "Got it."),
+        ("Ugh, the migration failed again and I'm so frustrated.", "Sorry to hear that."),
+    ];
+    let mut facts = Vec::new();
+    for (user, agent) in EXCHANGES {
+        let a = Analysis::of(user, agent, profile, &[], true);
+        facts.extend(a.facts.into_iter().map(|f| f.content));
+    }
+    let candidates: Vec<(&str, &str)> = facts.iter().map(|f| ("", f.as_str())).collect();
+    for f in &facts {
+        let _ = contradiction::detect(f, &candidates, profile);
+        let _ = dedup::reconcile(f, &candidates);
+    }
+}
+
+/// Runs [`warm_up`] for `profile` on a thread of its own, once per process (the
+/// patterns are shared by every store). Called when a store opens: an agent's
+/// first exchange comes later, and finds them built.
+pub(crate) fn warm_up_in_background(profile: Profile) {
+    static STARTED: [std::sync::Once; 2] = [std::sync::Once::new(), std::sync::Once::new()];
+    let once = match profile {
+        Profile::Reference => &STARTED[0],
+        Profile::Default => &STARTED[1],
+    };
+    once.call_once(|| {
+        // Without a thread the first observe builds them, as it would anyway.
+        let _ = std::thread::Builder::new()
+            .name("soulmem-warm-up".into())
+            .spawn(move || warm_up(profile));
+    });
+}
+
 /// Runs the whole pipeline inside `w`.
 pub(crate) fn observe_in(
     w: &mut Writer<'_>,
