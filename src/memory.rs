@@ -68,6 +68,12 @@ pub struct Settings {
     /// work stays bounded: vector similarity is fused into the text and graph pool
     /// only (no scan), until an approximate index exists.
     pub vector_scan_max: u64,
+    /// Once a write leaves a long postings tail three quarters full (see
+    /// [`crate::storage::tail::IDLE_MERGE_MIN_DOCS`]), a thread merges it into the
+    /// blocks as soon as no write has run for this long, so that the write that
+    /// would fill it does not pay for the merge. `None`: only that write, or
+    /// [`Memory::merge_postings_tail`], merges it. Default: 1 s.
+    pub idle_tail_merge: Option<std::time::Duration>,
 }
 
 impl Settings {
@@ -92,6 +98,7 @@ impl Settings {
             hybrid_fusion: crate::read::vector::HybridFusion::Rrf,
             vector_candidates: crate::read::vector::VECTOR_CANDIDATES,
             vector_scan_max: crate::read::vector::VECTOR_SCAN_MAX,
+            idle_tail_merge: Some(std::time::Duration::from_secs(1)),
         }
     }
 }
@@ -316,6 +323,7 @@ impl MemoryBuilder {
             embedder: self.embedder,
             engine: self.engine,
             access_writer: parking_lot::Mutex::new(None),
+            tail_merger: parking_lot::Mutex::new(None),
             prewarm: parking_lot::Mutex::new(None),
         }
     }
@@ -342,6 +350,9 @@ pub struct Memory {
     pub(crate) engine: Option<Arc<dyn CognitiveEngine>>,
     /// The thread writing pending access records, if one was started.
     access_writer: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The thread merging the postings tail in idle time, if one was started,
+    /// with its stop flag (see [`Settings::idle_tail_merge`]).
+    tail_merger: parking_lot::Mutex<Option<(std::thread::JoinHandle<()>, Arc<AtomicBool>)>>,
     /// The prewarm thread, until it is waited for.
     prewarm: parking_lot::Mutex<Option<PrewarmJob>>,
 }
@@ -355,6 +366,10 @@ impl Drop for Memory {
             let _ = job.handle.join();
         }
         if let Some(h) = self.access_writer.get_mut().take() {
+            let _ = h.join();
+        }
+        if let Some((h, stop)) = self.tail_merger.get_mut().take() {
+            stop.store(true, Ordering::Relaxed);
             let _ = h.join();
         }
     }
@@ -420,7 +435,7 @@ impl Memory {
         durable: bool,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T>,
     ) -> Result<T> {
-        self.store.write(durable, |w| {
+        let out = self.store.write(durable, |w| {
             let first = w.stats().next_docno;
             let out = f(w)?;
             if let Some(emb) = &self.embedder {
@@ -428,7 +443,54 @@ impl Memory {
                 crate::read::vector::embed_docnos(w, emb.as_ref(), first..end)?;
             }
             Ok(out)
-        })
+        })?;
+        self.merge_tail_when_idle();
+        Ok(out)
+    }
+
+    /// Starts the thread that merges the postings tail once no write has run for
+    /// [`Settings::idle_tail_merge`], when the last write left the tail long and
+    /// three quarters full and no such thread is waiting already.
+    fn merge_tail_when_idle(&self) {
+        let Some(idle) = self.settings.idle_tail_merge else { return };
+        let (held, cap) = self.store.tail_fill();
+        if !crate::storage::tail::merge_when_idle(held, cap) {
+            return;
+        }
+        let Some(mut slot) = self.tail_merger.try_lock() else { return };
+        if slot.as_ref().is_some_and(|(h, _)| !h.is_finished()) {
+            return;
+        }
+        if let Some((done, _)) = slot.take() {
+            let _ = done.join();
+        }
+        let store = Arc::clone(&self.store);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let durable = self.settings.durable;
+        let spawned =
+            std::thread::Builder::new().name("soulmem-tail-merge".into()).spawn(move || {
+                let pause = (idle / 4).clamp(
+                    std::time::Duration::from_millis(1),
+                    std::time::Duration::from_millis(250),
+                );
+                while !stopped.load(Ordering::Relaxed) {
+                    std::thread::sleep(pause);
+                    let (held, cap) = store.tail_fill();
+                    if !crate::storage::tail::merge_when_idle(held, cap) {
+                        return; // merged by a write meanwhile
+                    }
+                    if store.idle_for(idle) && !stopped.load(Ordering::Relaxed) {
+                        // An error leaves the tail for the write that fills it.
+                        let _ = store.write(durable, |w| w.merge_tail());
+                        return;
+                    }
+                }
+            });
+        // No thread: the write that fills the tail merges it, as without one.
+        if let Ok(h) = spawned {
+            *slot = Some((h, stop));
+        }
     }
 
     /// Embeds every memory that has no stored vector yet (after adding an embedder to

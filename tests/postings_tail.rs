@@ -2,7 +2,7 @@
 //! postings in the tail, recall finds them there, and the tail is merged into the
 //! blocks when it fills up or when anything else changes the postings.
 
-use soulmem::{Memory, MemoryEntry, MemoryType, RecallQuery};
+use soulmem::{Memory, MemoryEntry, MemoryType, RecallQuery, Settings};
 
 fn tail_rows(mem: &Memory) -> u64 {
     mem.stats().expect("stats").index_rows.get("posting_tail").copied().unwrap_or(0)
@@ -73,7 +73,14 @@ fn single_adds_stay_in_the_tail_until_it_is_full() {
 #[test]
 fn batches_fill_the_tail_before_a_merge() {
     let limit = soulmem::storage::tail::TAIL_MAX_DOCS as usize;
-    let mem = Memory::builder().postings_tail_docs(limit as u64).open_in_memory().expect("open");
+    // No merge in idle time: a slow step of the test must not empty the tail.
+    let settings =
+        Settings { idle_tail_merge: None, ..Settings::for_profile(soulmem::Profile::Default) };
+    let mem = Memory::builder()
+        .settings(settings)
+        .postings_tail_docs(limit as u64)
+        .open_in_memory()
+        .expect("open");
     let batch = 1000;
     let mut ids = Vec::new();
     let mut added = 0;
@@ -303,4 +310,43 @@ fn the_tail_can_be_merged_ahead_of_the_write_that_fills_it() {
     assert_eq!(tail_rows(&mem), limit);
     assert_eq!(block_rows(&mem), blocks, "no write merged the tail");
     assert_consistent(&mem);
+}
+
+/// A long tail left three quarters full is merged once the store has been idle
+/// for `Settings::idle_tail_merge`, on a thread of its own; with the setting
+/// off it stays until a write fills it.
+#[test]
+fn a_long_tail_is_merged_once_the_store_is_idle() {
+    let idle = std::time::Duration::from_millis(50);
+    let open = |idle_tail_merge| {
+        Memory::builder()
+            .settings(Settings {
+                idle_tail_merge,
+                ..Settings::for_profile(soulmem::Profile::Default)
+            })
+            .postings_tail_docs(4096)
+            .open_in_memory()
+            .expect("open")
+    };
+    let held = 3100; // past three quarters of 4,096, and past IDLE_MERGE_MIN_DOCS
+    assert!(soulmem::storage::tail::merge_when_idle(held, 4096));
+    assert!(!soulmem::storage::tail::merge_when_idle(3000, 4096));
+
+    let mem = open(Some(idle));
+    let ids = mem.add_batch((0..held as usize).map(entry).collect()).expect("add");
+    let before = found(&mem, &word(7));
+    assert_eq!(before, vec![ids[7].clone()]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while tail_rows(&mem) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(idle);
+    }
+    assert_eq!(tail_rows(&mem), 0, "merged in idle time");
+    assert!(block_rows(&mem) > 0);
+    assert_eq!(found(&mem, &word(7)), before);
+    assert_consistent(&mem);
+
+    let off = open(None);
+    off.add_batch((0..held as usize).map(entry).collect()).expect("add");
+    std::thread::sleep(idle * 6);
+    assert_eq!(tail_rows(&off), held, "no merge with the setting off");
 }

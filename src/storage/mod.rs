@@ -107,6 +107,12 @@ pub struct Store {
     /// Milliseconds after `opened` when the last durable write transaction (other
     /// than the access writer's) began; `u64::MAX` before the first.
     last_durable_write: std::sync::atomic::AtomicU64,
+    /// Milliseconds after `opened` when the last write transaction (other than
+    /// the access writer's) ended, committed or not; `u64::MAX` before the first.
+    last_write_end: std::sync::atomic::AtomicU64,
+    /// The postings tail as the last committed transaction left it: memories
+    /// held, and its cap then (see [`Store::tail_fill`]).
+    tail_fill: (std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64),
     /// Where the committed write transactions spent their time.
     timings: parking_lot::Mutex<WriteTimings>,
     /// Owners found holding too many memories to be scored from their terms rows
@@ -489,6 +495,8 @@ impl Store {
             writers: std::sync::atomic::AtomicUsize::new(0),
             opened: std::time::Instant::now(),
             last_durable_write: std::sync::atomic::AtomicU64::new(u64::MAX),
+            last_write_end: std::sync::atomic::AtomicU64::new(u64::MAX),
+            tail_fill: (std::sync::atomic::AtomicU64::new(0), std::sync::atomic::AtomicU64::new(0)),
             timings: parking_lot::Mutex::new(WriteTimings::default()),
             large_owners: parking_lot::Mutex::new(std::collections::HashMap::new()),
             tail_max: None,
@@ -545,6 +553,29 @@ impl Store {
     pub(crate) fn durable_write_within(&self, window: std::time::Duration) -> bool {
         let at = self.last_durable_write.load(std::sync::atomic::Ordering::Acquire);
         at != u64::MAX && self.opened.elapsed().as_millis() <= u128::from(at) + window.as_millis()
+    }
+
+    /// Whether no write transaction (other than the access writer's) is waiting
+    /// or running, and none ended within `window` (or ever).
+    pub(crate) fn idle_for(&self, window: std::time::Duration) -> bool {
+        let at = self.last_write_end.load(std::sync::atomic::Ordering::Acquire);
+        !self.writing()
+            && (at == u64::MAX
+                || self.opened.elapsed().as_millis() > u128::from(at) + window.as_millis())
+    }
+
+    /// Notes that a write transaction (other than the access writer's) ended.
+    pub(crate) fn note_write_end(&self) {
+        let now = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.last_write_end.store(now, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The postings tail as the last write transaction committed by this store
+    /// left it: `(memories held, cap)`; `(0, 0)` before the first.
+    #[must_use]
+    pub fn tail_fill(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Acquire;
+        (self.tail_fill.0.load(Acquire), self.tail_fill.1.load(Acquire))
     }
 
     /// Notes that a durable write transaction begins (see `durable_write_within`).

@@ -137,7 +137,9 @@ impl Store {
         if durable {
             self.note_durable_write();
         }
-        self.transact_timed(durable, clear, access_upto, Some(&self.timings), f)
+        let out = self.transact_timed(durable, clear, access_upto, Some(&self.timings), f);
+        self.note_write_end();
+        out
     }
 
     /// [`Store::transact`] without counting itself as a writer or its timings.
@@ -169,6 +171,7 @@ impl Store {
         if clear {
             clear_all(&txn, self.profile)?;
         }
+        let fill;
         let (out, next, (version, change), applied, phases) = {
             let mut w = Writer::open(&txn, self.profile)?;
             w.set_tail_max(self.tail_max);
@@ -188,6 +191,7 @@ impl Store {
             let flushing = std::time::Instant::now();
             w.flush()?;
             let change = w.take_tail_change();
+            fill = w.tail_fill()?;
             (out, w.into_carry(), change, applied, [working, flushing])
         };
         // The tail index of the new version is cached before the commit makes
@@ -197,6 +201,8 @@ impl Store {
         self.tails.committed(version, &change);
         let committing = std::time::Instant::now();
         txn.commit()?;
+        self.tail_fill.0.store(fill.0, std::sync::atomic::Ordering::Release);
+        self.tail_fill.1.store(fill.1, std::sync::atomic::Ordering::Release);
         if let Some(t) = timings {
             let mut t = t.lock();
             t.transactions += 1;

@@ -57,6 +57,20 @@ pub fn default_cap(docs: u64) -> u64 {
     (docs / 64).clamp(TAIL_MIN_DOCS, TAIL_MAX_DOCS)
 }
 
+/// A tail holding at least this many memories, and three quarters of its cap, is
+/// merged in the store's idle time when [`crate::Settings::idle_tail_merge`] is
+/// set (`Memory` does it on a thread of its own): a merge that size costs one
+/// observe hundreds of milliseconds at 1M memories. Shorter tails (those of
+/// stores under ~175,000 memories) merge quickly enough with the write that
+/// fills them.
+pub const IDLE_MERGE_MIN_DOCS: u64 = 2048;
+
+/// Whether a tail holding `held` memories of `cap` is merged in idle time.
+#[must_use]
+pub fn merge_when_idle(held: u64, cap: u64) -> bool {
+    held >= IDLE_MERGE_MIN_DOCS && held.saturating_mul(4) >= cap.saturating_mul(3)
+}
+
 /// How many memories the tail of a store of `docs` memories takes before a
 /// write merges it: `max` when the store was opened with one, else
 /// [`default_cap`].

@@ -1151,6 +1151,15 @@ impl<'t> Writer<'t> {
         Ok(list)
     }
 
+    /// The postings tail at this point of the transaction: memories it holds, and
+    /// how many it takes before a write merges it.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn tail_fill(&self) -> Result<(u64, u64)> {
+        Ok((self.tail.len()?, tail::cap(self.tail_max, self.stats.docs)))
+    }
+
     /// Merges the postings tail into the blocks now (with any posting changes
     /// buffered before); returns how many memories the tail held.
     ///
