@@ -819,9 +819,10 @@ impl Memory {
     /// apart, in the tail, until it holds [`TailFill::cap`] memories (a 64th of
     /// the store, from 256 to 4,096); the write that would pass that merges the
     /// tail into the postings blocks, and at a million memories that merge takes
-    /// one observe a few hundred milliseconds. An agent can merge it beforehand, in
-    /// its idle time ([`Memory::merge_postings_tail`]), once it is, say, three
-    /// quarters full.
+    /// one observe a few hundred milliseconds. A long tail left three quarters
+    /// full is merged by a thread once the store has been idle for
+    /// [`Settings::idle_tail_merge`]; an agent that never pauses that long can
+    /// merge it itself ([`Memory::merge_postings_tail`]).
     ///
     /// # Errors
     /// Storage errors only.
