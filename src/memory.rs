@@ -370,6 +370,7 @@ impl Drop for Memory {
         }
         if let Some((h, stop)) = self.tail_merger.get_mut().take() {
             stop.store(true, Ordering::Relaxed);
+            h.thread().unpark(); // out of its pause at once
             let _ = h.join();
         }
     }
@@ -475,12 +476,15 @@ impl Memory {
                     std::time::Duration::from_millis(250),
                 );
                 while !stopped.load(Ordering::Relaxed) {
-                    std::thread::sleep(pause);
+                    std::thread::park_timeout(pause);
+                    if stopped.load(Ordering::Relaxed) {
+                        return;
+                    }
                     let (held, cap) = store.tail_fill();
                     if !crate::storage::tail::merge_when_idle(held, cap) {
                         return; // merged by a write meanwhile
                     }
-                    if store.idle_for(idle) && !stopped.load(Ordering::Relaxed) {
+                    if store.idle_for(idle) {
                         // An error leaves the tail for the write that fills it.
                         let _ = store.write(durable, |w| w.merge_tail());
                         return;
