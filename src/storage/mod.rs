@@ -571,9 +571,10 @@ impl Store {
     }
 
     /// The postings tail as the last write transaction committed by this store
-    /// left it: `(memories held, cap)`; `(0, 0)` before the first.
+    /// left it: `(memories held, cap)`; `(0, 0)` before the first (a cheap hint
+    /// for the idle merge; `Memory::postings_tail` reads the stored tail).
     #[must_use]
-    pub fn tail_fill(&self) -> (u64, u64) {
+    pub(crate) fn tail_fill(&self) -> (u64, u64) {
         use std::sync::atomic::Ordering::Acquire;
         (self.tail_fill.0.load(Acquire), self.tail_fill.1.load(Acquire))
     }
