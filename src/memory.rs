@@ -324,8 +324,45 @@ impl MemoryBuilder {
             engine: self.engine,
             access_writer: parking_lot::Mutex::new(None),
             tail_merger: parking_lot::Mutex::new(None),
+            tail_merger_stop: Arc::new(AtomicBool::new(false)),
             prewarm: parking_lot::Mutex::new(None),
         }
+    }
+}
+
+/// What [`start_in`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Started {
+    /// Started `f` on a thread of its own.
+    Yes,
+    /// The thread in the slot is still running (or another caller holds the
+    /// slot): `f` was dropped.
+    Busy,
+    /// No thread could be spawned: `f` was dropped.
+    Failed,
+}
+
+/// Starts `f` on a thread named `name`, kept in `slot`, unless the thread there
+/// is still running; a finished one is joined first. The store's background
+/// writers (access records, the idle tail merge) run one thread each this way.
+fn start_in(
+    slot: &parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) -> Started {
+    let Some(mut slot) = slot.try_lock() else { return Started::Busy };
+    if slot.as_ref().is_some_and(|h| !h.is_finished()) {
+        return Started::Busy;
+    }
+    if let Some(done) = slot.take() {
+        let _ = done.join();
+    }
+    match std::thread::Builder::new().name(name.to_owned()).spawn(f) {
+        Ok(h) => {
+            *slot = Some(h);
+            Started::Yes
+        }
+        Err(_) => Started::Failed,
     }
 }
 
@@ -350,9 +387,11 @@ pub struct Memory {
     pub(crate) engine: Option<Arc<dyn CognitiveEngine>>,
     /// The thread writing pending access records, if one was started.
     access_writer: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// The thread merging the postings tail in idle time, if one was started,
-    /// with its stop flag (see [`Settings::idle_tail_merge`]).
-    tail_merger: parking_lot::Mutex<Option<(std::thread::JoinHandle<()>, Arc<AtomicBool>)>>,
+    /// The thread merging the postings tail in idle time, if one was started
+    /// (see [`Settings::idle_tail_merge`]).
+    tail_merger: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Set when the `Memory` is dropped: the merging thread stops.
+    tail_merger_stop: Arc<AtomicBool>,
     /// The prewarm thread, until it is waited for.
     prewarm: parking_lot::Mutex<Option<PrewarmJob>>,
 }
@@ -368,8 +407,8 @@ impl Drop for Memory {
         if let Some(h) = self.access_writer.get_mut().take() {
             let _ = h.join();
         }
-        if let Some((h, stop)) = self.tail_merger.get_mut().take() {
-            stop.store(true, Ordering::Relaxed);
+        self.tail_merger_stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.tail_merger.get_mut().take() {
             h.thread().unpark(); // out of its pause at once
             let _ = h.join();
         }
@@ -458,43 +497,29 @@ impl Memory {
         if !crate::storage::tail::merge_when_idle(held, cap) {
             return;
         }
-        let Some(mut slot) = self.tail_merger.try_lock() else { return };
-        if slot.as_ref().is_some_and(|(h, _)| !h.is_finished()) {
-            return;
-        }
-        if let Some((done, _)) = slot.take() {
-            let _ = done.join();
-        }
         let store = Arc::clone(&self.store);
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = Arc::clone(&stop);
+        let stopped = Arc::clone(&self.tail_merger_stop);
         let durable = self.settings.durable;
-        let spawned =
-            std::thread::Builder::new().name("soulmem-tail-merge".into()).spawn(move || {
-                let pause = (idle / 4).clamp(
-                    std::time::Duration::from_millis(1),
-                    std::time::Duration::from_millis(250),
-                );
-                while !stopped.load(Ordering::Relaxed) {
-                    std::thread::park_timeout(pause);
-                    if stopped.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    let (held, cap) = store.tail_fill();
-                    if !crate::storage::tail::merge_when_idle(held, cap) {
-                        return; // merged by a write meanwhile
-                    }
-                    if store.idle_for(idle) {
-                        // An error leaves the tail for the write that fills it.
-                        let _ = store.write(durable, |w| w.merge_tail());
-                        return;
-                    }
+        // Without a thread the write that fills the tail merges it, as before.
+        let _ = start_in(&self.tail_merger, "soulmem-tail-merge", move || {
+            let pause = (idle / 4)
+                .clamp(std::time::Duration::from_millis(1), std::time::Duration::from_millis(250));
+            while !stopped.load(Ordering::Relaxed) {
+                std::thread::park_timeout(pause);
+                if stopped.load(Ordering::Relaxed) {
+                    return;
                 }
-            });
-        // No thread: the write that fills the tail merges it, as without one.
-        if let Ok(h) = spawned {
-            *slot = Some((h, stop));
-        }
+                let (held, cap) = store.tail_fill();
+                if !crate::storage::tail::merge_when_idle(held, cap) {
+                    return; // merged by a write meanwhile
+                }
+                if store.idle_for(idle) {
+                    // An error leaves the tail for the write that fills it.
+                    let _ = store.write(durable, |w| w.merge_tail());
+                    return;
+                }
+            }
+        });
     }
 
     /// Embeds every memory that has no stored vector yet (after adding an embedder to
@@ -591,16 +616,9 @@ impl Memory {
         /// Otherwise one access commit in this many is.
         const ACCESS_SYNC_EVERY: u32 = 16;
         use crate::storage::{ACCESS_FLUSH_AT, ACCESS_FLUSH_CHUNK};
-        let Some(mut slot) = self.access_writer.try_lock() else { return };
-        if slot.as_ref().is_some_and(|h| !h.is_finished()) {
-            return;
-        }
-        if let Some(done) = slot.take() {
-            let _ = done.join();
-        }
         let store = Arc::clone(&self.store);
         let durable = self.settings.durable;
-        let spawned = std::thread::Builder::new().name("soulmem-access".into()).spawn(move || {
+        let started = start_in(&self.access_writer, "soulmem-access", move || {
             let pause = std::time::Duration::from_micros(200);
             let mut unsynced = 0u32;
             while store.access_pending() > ACCESS_FLUSH_AT / 2 {
@@ -629,12 +647,9 @@ impl Memory {
                 std::thread::sleep(pause);
             }
         });
-        match spawned {
-            Ok(h) => *slot = Some(h),
-            // No thread: write one chunk here.
-            Err(_) => {
-                let _ = self.store.flush_access(ACCESS_FLUSH_CHUNK, self.settings.durable);
-            }
+        // No thread: write one chunk here.
+        if started == Started::Failed {
+            let _ = self.store.flush_access(ACCESS_FLUSH_CHUNK, self.settings.durable);
         }
     }
 
