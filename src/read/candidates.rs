@@ -21,7 +21,7 @@ use redb::{AccessGuard, Range};
 
 use crate::error::{Error, Result};
 use crate::storage::block_cache::{self, BlockCache, CachedTerm, OwnerRows};
-use crate::storage::doc_terms::DocTerms;
+use crate::storage::doc_terms::{DocTerms, Signature};
 use crate::storage::postings::{self, Header, Impacts, Posting};
 use crate::storage::tail::TailTerm;
 use crate::storage::{DocInfo, Reader};
@@ -956,8 +956,8 @@ pub struct Listed {
     /// [`BlockCache::owner_rows`]), then the rows of their memories in the
     /// postings tail.
     parts: Vec<Arc<OwnerRows>>,
-    /// Docno, the part holding its row, and where the row sits there; ascending.
-    rows: Vec<(u64, usize, usize, usize)>,
+    /// Docno, the part holding its row, and the row's index there; ascending.
+    rows: Vec<(u64, usize, usize)>,
 }
 
 impl Listed {
@@ -1026,7 +1026,7 @@ impl Listed {
         }
         let mut rows = Vec::with_capacity(count);
         for (i, part) in parts.iter().enumerate() {
-            rows.extend(part.rows.iter().map(|&(d, start, end)| (d, i, start, end)));
+            rows.extend(part.rows.iter().enumerate().map(|(at, &(d, ..))| (d, i, at)));
         }
         if parts.len() > 1 {
             rows.sort_unstable_by_key(|&(d, ..)| d);
@@ -1064,12 +1064,22 @@ fn search_listed(
     let mut wanted: Vec<(u64, usize)> =
         order.iter().enumerate().map(|(j, t)| (crate::text::fnv1a(&t.token), j)).collect();
     wanted.sort_unstable();
+    // Rows that share no signature bit with the query hold none of its terms.
+    let mut query = Signature::default();
+    for &(h, _) in &wanted {
+        query.add(h);
+    }
     let mut parts = vec![0.0f64; order.len()];
     let mut heap: BinaryHeap<Held> = BinaryHeap::with_capacity(k + 1);
     let mut read = 0u64;
     let (mut at, mut terms_at, mut tfs) = (Vec::new(), Vec::new(), Vec::new());
-    for &(d, part, start, end) in &listed.rows {
-        let row = DocTerms::parse(&listed.parts[part].bytes[start..end])?;
+    for &(d, part, i) in &listed.rows {
+        let part = &listed.parts[part];
+        if !part.sigs[i].meets(&query) {
+            continue;
+        }
+        let (_, start, end) = part.rows[i];
+        let row = DocTerms::parse(&part.bytes[start..end])?;
         at.clear();
         terms_at.clear();
         let (n, mut i, mut q) = (row.count(), 0, 0);

@@ -35,6 +35,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use redb::ReadableTable;
 
+use super::doc_terms::Signature;
 use super::postings::{self, Header, Posting};
 use crate::error::Result;
 
@@ -186,13 +187,19 @@ pub struct OwnerRows {
     pub bytes: Vec<u8>,
     /// Each row's docno, and where it sits in `bytes`.
     pub rows: Vec<(u64, usize, usize)>,
+    /// Each row's [`Signature`], in the same order.
+    pub sigs: Vec<Signature>,
 }
 
 impl OwnerRows {
     /// Empty, with room for `rows` rows of `bytes` bytes together.
     #[must_use]
     pub fn with_capacity(rows: usize, bytes: usize) -> Self {
-        Self { bytes: Vec::with_capacity(bytes), rows: Vec::with_capacity(rows) }
+        Self {
+            bytes: Vec::with_capacity(bytes),
+            rows: Vec::with_capacity(rows),
+            sigs: Vec::with_capacity(rows),
+        }
     }
 
     /// Appends the row of `docno` (docnos must come in ascending order).
@@ -200,19 +207,23 @@ impl OwnerRows {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(row);
         self.rows.push((docno, start, self.bytes.len()));
+        self.sigs.push(Signature::of_row(row));
     }
 
     /// Bytes it holds.
     #[must_use]
     pub fn bytes(&self) -> usize {
-        self.bytes.capacity() + self.rows.capacity() * std::mem::size_of::<(u64, usize, usize)>()
+        self.bytes.capacity()
+            + self.rows.capacity() * std::mem::size_of::<(u64, usize, usize)>()
+            + self.sigs.capacity() * std::mem::size_of::<Signature>()
     }
 }
 
 /// Bytes of owner rows kept at most (the most recently asked; the newest is
 /// kept whatever its size). A user holding 1,000 memories of the synthetic
-/// corpus takes ~400 KB, so this keeps the rows of the ~160 users asked about
-/// last: an agent's active conversations.
+/// corpus takes ~430 KB (~400 KB of rows, 32 KB of their signatures), so this
+/// keeps the rows of the ~150 users asked about last: an agent's active
+/// conversations.
 const OWNER_ROWS_BUDGET: usize = 64 << 20;
 
 /// Bytes of member sets kept at most (the most recently asked; the newest is
