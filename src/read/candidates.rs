@@ -483,6 +483,41 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Moves past the postings from `cur` to `up_to` in the current block,
+    /// once decoded, whose own weighted score plus `rest(length)` cannot beat
+    /// `theta`: with this the only essential term, those are the memories the
+    /// merge would evaluate and prune on the other terms' bounds. Returns the
+    /// docno the merge goes on from: the first posting that may place, or `cur`
+    /// when the block is not decoded yet; `None` when none up to `up_to` may.
+    #[inline(never)]
+    fn skip_hopeless(
+        &mut self,
+        cur: u64,
+        up_to: u64,
+        norms: &Norms,
+        theta: f64,
+        mut rest: impl FnMut(u32) -> f64,
+    ) -> Option<u64> {
+        if !self.decoded {
+            return Some(cur);
+        }
+        let block = self.block();
+        let from = self.pos + first_at_or_after(block.get(self.pos..).unwrap_or(&[]), cur);
+        for (i, p) in block.iter().enumerate().skip(from) {
+            if p.docno > up_to {
+                break;
+            }
+            let own = self.weight * score_with_norm(self.idf, p.tf, norms.of(p.len));
+            if !cannot_beat(own + rest(p.len), theta) {
+                let p = *p;
+                self.pos = i;
+                self.at = Some(p);
+                return Some(p.docno);
+            }
+        }
+        None
+    }
+
     /// The weighted score of the current posting (equal to `weight ×`
     /// [`term_score`]).
     #[inline(always)]
@@ -806,6 +841,8 @@ fn search(
     let mut parts = vec![0.0f64; n];
     let mut by_len = LengthBounds::new(&order);
     let mut cur = 0u64;
+    // Whether the last memory was pruned on the other terms' bounds alone.
+    let mut hopeless = false;
 
     'windows: while essential < n && read < MAX_POSTINGS {
         if let Some(a) = reborrow(&mut allow) {
@@ -837,6 +874,17 @@ fn search(
             continue;
         }
         loop {
+            // One essential term left, the heap full, and the last memory pruned
+            // on the other terms' bounds alone: the next ones likely are too.
+            // Passed over in the block here, as the steps below would prune
+            // them one by one.
+            if hopeless && allow.is_none() && essential + 1 == n && heap.len() == k {
+                let rest = |len: u32| by_len.of(len, norms)[essential];
+                match cursors[essential].skip_hopeless(cur, up_to, norms, theta, rest) {
+                    Some(next) => cur = next,
+                    None => break,
+                }
+            }
             let mut d = u64::MAX;
             for c in &mut cursors[essential..] {
                 c.shallow(cur)?;
@@ -880,10 +928,12 @@ fn search(
                 _ => &prefix[..],
             };
             let mut pruned = false;
+            hopeless = false;
             for j in (0..essential).rev() {
                 parts[j] = 0.0;
                 if full && cannot_beat(partial + bounds[j + 1], theta) {
                     pruned = true;
+                    hopeless = j + 1 == essential;
                     break;
                 }
                 cursors[j].shallow(d)?;
