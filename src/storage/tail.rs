@@ -124,8 +124,10 @@ impl Segment {
     }
 }
 
-/// Segments an index holds before a commit merges them into one.
-const MAX_SEGMENTS: usize = 8;
+/// Segments an index holds at most: past this, a commit merges them all into
+/// one. The tiered merges of [`TailIndex::appended`] keep far fewer (about the
+/// log2 of the tail's memories).
+const MAX_SEGMENTS: usize = 32;
 
 /// The tail of one snapshot, indexed by term: segments in docno order, shared
 /// between versions (a commit that appends to the tail adds a segment to the
@@ -150,27 +152,48 @@ impl TailIndex {
     }
 
     /// This index with `docs` (above every docno it holds) added.
+    ///
+    /// The new segment is merged with the newest ones while each holds no
+    /// more memories than the merge so far (as a binary counter carries): a
+    /// memory is copied about log2 of the tail's size times over the tail's
+    /// life, the segments number about that many, and a commit of one observe
+    /// mostly copies a few memories, not the whole tail. (Merging every
+    /// segment each eighth commit cost single observes ~0.65 ms each on average
+    /// with a tail of 15,000 memories.)
     #[must_use]
     pub fn appended<'d>(&self, docs: impl IntoIterator<Item = (u64, &'d TailDoc)>) -> Self {
         let mut seg = Segment::default();
         for (d, doc) in docs {
             seg.add(d, doc);
         }
-        if self.segments.len() >= MAX_SEGMENTS {
-            // Merge: one segment holding everything, in docno order.
-            let mut all = Segment::default();
-            for s in self.segments.iter().map(Arc::as_ref).chain([&seg]) {
-                all.docs += s.docs;
-                all.rows.extend(s.rows.iter().map(|(d, row)| (*d, row.clone())));
-                for (term, t) in &s.terms {
-                    let m = all.terms.entry(term.clone()).or_default();
-                    m.postings.extend_from_slice(&t.postings);
-                    m.impacts.merge(&t.impacts);
-                }
-            }
-            return Self::default().with(all);
+        let mut kept = self.segments.len();
+        let mut size = seg.docs;
+        while kept > 0 && self.segments[kept - 1].docs <= size {
+            kept -= 1;
+            size += self.segments[kept].docs;
         }
-        self.clone().with(seg)
+        if self.segments.len() >= MAX_SEGMENTS {
+            kept = 0;
+        }
+        if kept == self.segments.len() {
+            return self.clone().with(seg);
+        }
+        // Merge the segments from `kept` on with the new one, in docno order.
+        let mut all = Segment::default();
+        for s in self.segments[kept..].iter().map(Arc::as_ref).chain([&seg]) {
+            all.docs += s.docs;
+            all.rows.extend(s.rows.iter().map(|(d, row)| (*d, row.clone())));
+            for (term, t) in &s.terms {
+                let m = all.terms.entry(term.clone()).or_default();
+                m.postings.extend_from_slice(&t.postings);
+                m.impacts.merge(&t.impacts);
+            }
+        }
+        let older = Self {
+            segments: self.segments[..kept].to_vec(),
+            docs: self.segments[..kept].iter().map(|s| s.docs).sum(),
+        };
+        older.with(all)
     }
 
     fn with(mut self, seg: Segment) -> Self {
@@ -449,6 +472,16 @@ mod tests {
             assert_eq!(grown.row(*d), Some(want.as_slice()), "docno {d}");
         }
         assert_eq!(grown.row(99), None);
+        // One memory per commit: the merges carry as a binary counter does, so
+        // the segments stay about log2 of the memories.
+        let mut one_by_one = TailIndex::default();
+        for (n, (d, x)) in docs.iter().enumerate() {
+            one_by_one = one_by_one.appended([(*d, x)]);
+            let held = n + 1;
+            assert_eq!(one_by_one.segments.len(), held.count_ones() as usize, "{held} memories");
+        }
+        assert_eq!(one_by_one.terms(), whole.terms());
+        assert_eq!(one_by_one.docs(), 60);
         let cached = cache.get(version, || panic!("the cache follows the commits")).expect("get");
         assert_eq!(cached.terms(), whole.terms());
         // A commit from a version the cache does not hold leaves it to the readers.
