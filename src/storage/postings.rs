@@ -339,8 +339,17 @@ struct TermOps {
 }
 
 /// Posting changes buffered in a write transaction, applied by [`Pending::apply`].
+///
+/// A transaction that only adds new memories, each with all its terms at once
+/// ([`Pending::add_doc`]), keeps them as it got them, by memory: what the
+/// postings tail stores ([`Pending::take_by_doc`]). The first change of any
+/// other kind turns what is buffered into changes by term, where every later
+/// change goes too.
 #[derive(Debug, Default)]
 pub struct Pending {
+    /// New memories' postings in the order added (ascending docnos), each
+    /// memory's terms sorted; only while `terms` is empty.
+    docs: Vec<(u64, super::tail::TailDoc)>,
     terms: HashMap<String, TermOps>,
     /// Buffered changes, all terms together.
     ops: usize,
@@ -365,15 +374,58 @@ impl Pending {
 
     /// Records that `docno` holds `term` (a new posting).
     pub fn add(&mut self, term: &str, docno: u64, tf: u32, len: u32) {
+        self.by_term();
         self.note(docno);
         let t = self.term(term);
         t.ops.insert(docno, Some((tf, len)));
         t.df += 1;
     }
 
+    /// Records that `docno`, a memory of length `len`, holds each of `terms`
+    /// (new postings; distinct terms in ascending order): the same as
+    /// [`Pending::add`] of each.
+    pub fn add_doc<'a>(
+        &mut self,
+        docno: u64,
+        len: u32,
+        terms: impl IntoIterator<Item = (&'a str, u32)>,
+    ) {
+        if !self.terms.is_empty() || self.docs.last().is_some_and(|(d, _)| *d >= docno) {
+            for (term, tf) in terms {
+                self.add(term, docno, tf, len);
+            }
+            return;
+        }
+        let terms: Vec<(String, u32)> =
+            terms.into_iter().map(|(t, tf)| (t.to_owned(), tf)).collect();
+        if terms.is_empty() {
+            return; // no posting: nothing to record
+        }
+        for _ in &terms {
+            self.note(docno);
+        }
+        self.docs.push((docno, super::tail::TailDoc { len, terms }));
+    }
+
+    /// Turns the memories buffered as such into changes by term (in the order
+    /// they were added, so the result is the same as adding them by term).
+    fn by_term(&mut self) {
+        for (docno, doc) in std::mem::take(&mut self.docs) {
+            for (term, tf) in doc.terms {
+                let t = match self.terms.get_mut(term.as_str()) {
+                    Some(t) => t,
+                    None => self.terms.entry(term).or_default(),
+                };
+                t.ops.insert(docno, Some((tf, doc.len)));
+                t.df += 1;
+            }
+        }
+    }
+
     /// Records that `docno` held `term` *before* every change buffered so far (a
     /// posting of the tail being merged): a later change of the same posting wins.
     pub fn add_under(&mut self, term: &str, docno: u64, tf: u32, len: u32) {
+        self.by_term();
         self.note(docno);
         let t = self.term(term);
         t.ops.entry(docno).or_insert(Some((tf, len)));
@@ -382,6 +434,7 @@ impl Pending {
 
     /// Records that `docno` no longer holds `term`.
     pub fn remove(&mut self, term: &str, docno: u64) {
+        self.by_term();
         self.note(docno);
         self.removes += 1;
         let t = self.term(term);
@@ -396,9 +449,15 @@ impl Pending {
         self.removes == 0 && self.min_docno.is_none_or(|m| m >= first_new)
     }
 
-    /// Takes the buffered postings grouped by memory, as tail rows (callers check
-    /// [`Pending::only_adds_from`] first: removals are dropped).
-    pub fn take_by_doc(&mut self) -> BTreeMap<u64, super::tail::TailDoc> {
+    /// Takes the buffered postings grouped by memory, as tail rows in docno
+    /// order (callers check [`Pending::only_adds_from`] first: removals are
+    /// dropped).
+    pub fn take_by_doc(&mut self) -> Vec<(u64, super::tail::TailDoc)> {
+        if self.terms.is_empty() {
+            self.clear_counts();
+            return std::mem::take(&mut self.docs);
+        }
+        self.by_term();
         let mut docs: BTreeMap<u64, super::tail::TailDoc> = BTreeMap::new();
         for (term, ops) in self.terms.drain() {
             for (docno, op) in ops.ops {
@@ -413,7 +472,7 @@ impl Pending {
             d.terms.sort_unstable();
         }
         self.clear_counts();
-        docs
+        docs.into_iter().collect()
     }
 
     fn clear_counts(&mut self) {
@@ -447,6 +506,7 @@ impl Pending {
         generation: u64,
         watched: &str,
     ) -> Result<Vec<(String, u64)>> {
+        self.by_term();
         self.clear_counts();
         let mut all: Vec<(String, TermOps)> = self.terms.drain().collect();
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -658,6 +718,81 @@ mod tests {
     use redb::{Database, TableDefinition, backends::InMemoryBackend};
 
     const B: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("b");
+
+    /// Each term's changes: its postings' final states, and its df change.
+    type ByTerm = BTreeMap<String, (Vec<(u64, Option<(u32, u32)>)>, i64)>;
+
+    /// The changes by term a buffer holds, after turning memories buffered
+    /// whole into them.
+    fn by_term(p: &mut Pending) -> ByTerm {
+        p.by_term();
+        p.terms
+            .iter()
+            .map(|(t, o)| (t.clone(), (o.ops.clone().into_iter().collect(), o.df)))
+            .collect()
+    }
+
+    proptest! {
+        /// Memories buffered whole, with changes of every kind among them, leave
+        /// what adding each of their postings by term leaves; with only adds,
+        /// the tail rows taken are the same too (and in ascending docnos the
+        /// memories stay buffered whole).
+        #[test]
+        fn memories_buffered_whole_match_postings_added_by_term(
+            ops in prop::collection::vec(
+                (0u8..6, 0u64..12, prop::collection::btree_map(0u8..6, 1u32..5, 0..5)),
+                0..24,
+            ),
+        ) {
+            let (mut whole, mut each) = (Pending::default(), Pending::default());
+            let only_adds = ops.iter().all(|(kind, ..)| *kind < 4);
+            for (kind, docno, terms) in &ops {
+                let terms: BTreeMap<String, u32> =
+                    terms.iter().map(|(t, tf)| (format!("t{t}"), *tf)).collect();
+                let len = 7 + *docno as u32;
+                match kind {
+                    0..=3 => {
+                        whole.add_doc(*docno, len, terms.iter().map(|(t, tf)| (t.as_str(), *tf)));
+                        for (t, tf) in &terms {
+                            each.add(t, *docno, *tf, len);
+                        }
+                    }
+                    4 => {
+                        for t in terms.keys() {
+                            whole.remove(t, *docno);
+                            each.remove(t, *docno);
+                        }
+                    }
+                    _ => {
+                        for (t, tf) in &terms {
+                            whole.add_under(t, *docno, *tf, len);
+                            each.add_under(t, *docno, *tf, len);
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(whole.len(), each.len());
+            prop_assert_eq!(whole.only_adds_from(3), each.only_adds_from(3));
+            if only_adds {
+                let (mut a, mut b) = (Pending::default(), Pending::default());
+                for (_, docno, terms) in &ops {
+                    let terms: BTreeMap<String, u32> =
+                        terms.iter().map(|(t, tf)| (format!("t{t}"), *tf)).collect();
+                    a.add_doc(*docno, 3, terms.iter().map(|(t, tf)| (t.as_str(), *tf)));
+                    for (t, tf) in &terms {
+                        b.add(t, *docno, *tf, 3);
+                    }
+                }
+                if ops.windows(2).all(|w| w[0].1 < w[1].1) {
+                    prop_assert!(a.terms.is_empty(), "kept by memory");
+                }
+                let rows = a.take_by_doc();
+                prop_assert_eq!(&rows, &b.take_by_doc());
+                prop_assert!(a.is_empty() && b.is_empty());
+            }
+            prop_assert_eq!(by_term(&mut whole), by_term(&mut each));
+        }
+    }
 
     #[test]
     fn impacts_keep_the_frontier() {

@@ -836,9 +836,8 @@ impl<'t> Writer<'t> {
         }
         self.put_info(docno, DocInfo::from_entry(e, keys.doc_len))?;
         if !same.postings {
-            for (tok, tf) in &keys.tokens {
-                self.pending.add(tok, docno, *tf, keys.doc_len);
-            }
+            let terms = keys.tokens.iter().map(|(t, tf)| (t.as_str(), *tf));
+            self.pending.add_doc(docno, keys.doc_len, terms);
             self.bound_pending()?;
         }
         self.stats.docs += 1;
