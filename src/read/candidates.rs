@@ -1123,12 +1123,12 @@ fn search_listed(
     let mut heap: BinaryHeap<Held> = BinaryHeap::with_capacity(k + 1);
     let mut read = 0u64;
     let (mut at, mut terms_at, mut tfs) = (Vec::new(), Vec::new(), Vec::new());
-    for &(d, part, i) in &listed.rows {
+    for &(d, part, row_at) in &listed.rows {
         let part = &listed.parts[part];
-        if !part.sigs[i].meets(&query) {
+        if !part.sigs[row_at].meets(&query) {
             continue;
         }
-        let (_, start, end) = part.rows[i];
+        let (_, start, end) = part.rows[row_at];
         let row = DocTerms::parse(&part.bytes[start..end])?;
         at.clear();
         terms_at.clear();

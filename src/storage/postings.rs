@@ -401,6 +401,7 @@ impl Pending {
         if terms.is_empty() {
             return; // no posting: nothing to record
         }
+        debug_assert!(terms.windows(2).all(|w| w[0].0 < w[1].0), "terms distinct, ascending");
         for _ in &terms {
             self.note(docno);
         }
@@ -412,10 +413,8 @@ impl Pending {
     fn by_term(&mut self) {
         for (docno, doc) in std::mem::take(&mut self.docs) {
             for (term, tf) in doc.terms {
-                let t = match self.terms.get_mut(term.as_str()) {
-                    Some(t) => t,
-                    None => self.terms.entry(term).or_default(),
-                };
+                // The term is owned already: `entry` allocates nothing.
+                let t = self.terms.entry(term).or_default();
                 t.ops.insert(docno, Some((tf, doc.len)));
                 t.df += 1;
             }

@@ -128,8 +128,10 @@ impl Segment {
 }
 
 /// Segments an index holds at most: past this, a commit merges them all into
-/// one. The tiered merges of [`TailIndex::appended`] keep far fewer (about the
-/// log2 of the tail's memories).
+/// one. The tiered merges of [`TailIndex::appended`] keep about log2 of the
+/// tail's memories when commits add alike numbers of memories; commits of
+/// falling sizes (1,000, then 999, then 998, ...) would each keep a segment of
+/// their own.
 const MAX_SEGMENTS: usize = 32;
 
 /// The tail of one snapshot, indexed by term: segments in docno order, shared
