@@ -202,7 +202,7 @@ impl MemoryBuilder {
 
     /// How many of the newest memories the postings tail may hold before a write
     /// merges it into the posting blocks (default: a 64th of the store's
-    /// memories, at least 256 and at most 16,384; 0 sends every write's postings
+    /// memories, at least 256 and at most 4,096; 0 sends every write's postings
     /// to the blocks; see `storage::tail`). Writes that only add
     /// memories append each one's postings to the tail as one row; the merge
     /// rewrites the last block of every term the tail holds. A longer tail makes
@@ -836,7 +836,7 @@ impl Memory {
 
     /// How full the postings tail is. The newest memories' postings are kept
     /// apart, in the tail, until it holds [`TailFill::cap`] memories (a 64th of
-    /// the store, from 256 to 16,384); the write that would pass that merges the
+    /// the store, from 256 to 4,096); the write that would pass that merges the
     /// tail into the postings blocks, and at a million memories that merge takes
     /// one observe a few hundred milliseconds. A long tail left three quarters
     /// full is merged by a thread once the store has been idle for

@@ -66,13 +66,13 @@ fn single_adds_stay_in_the_tail_until_it_is_full() {
     assert_consistent(&mem);
 }
 
-/// With a tail of 4,096 memories (the default on a store of 262,144), a batch
-/// of 1,000 new memories goes into the tail whole, as do the next ones until the
-/// tail would pass 4,096; the batch that would take it past merges it, and
-/// searches find the same memories either way.
+/// With a tail of 4,096 memories (the default on a store of 262,144 or more), a
+/// batch of 1,000 new memories goes into the tail whole, as do the next ones
+/// until the tail would pass 4,096; the batch that would take it past merges it,
+/// and searches find the same memories either way.
 #[test]
 fn batches_fill_the_tail_before_a_merge() {
-    let limit = 4096;
+    let limit = soulmem::storage::tail::TAIL_MAX_DOCS as usize;
     // No merge in idle time: a slow step of the test must not empty the tail.
     let settings =
         Settings { idle_tail_merge: None, ..Settings::for_profile(soulmem::Profile::Default) };
@@ -104,15 +104,14 @@ fn batches_fill_the_tail_before_a_merge() {
     assert_eq!(found(&mem, &word(added + 3)), vec![ids[added + 3].clone()]);
 }
 
-/// By default the tail holds a 64th of the store, within 256 and 16,384
+/// By default the tail holds a 64th of the store, within 256 and 4,096
 /// memories: on a small store a batch of 300 goes to the blocks.
 #[test]
 fn the_default_tail_follows_the_store_size() {
     use soulmem::storage::tail::default_cap;
     assert_eq!(default_cap(0), 256);
     assert_eq!(default_cap(64 * 1000), 1000);
-    assert_eq!(default_cap(1_000_000), 15_625);
-    assert_eq!(default_cap(4_000_000), 16_384);
+    assert_eq!(default_cap(1_000_000), 4096);
     let mem = Memory::open_in_memory().expect("open");
     mem.add_batch((0..200).map(entry).collect()).expect("add");
     assert_eq!(tail_rows(&mem), 200);

@@ -27,7 +27,7 @@
 //! term, so the tail's index in memory derives the row from it ([`tail_row`],
 //! kept by `storage::tail::TailIndex::row`) and the writer writes
 //! the rows of the whole tail when it merges the tail into the blocks. A batch
-//! that goes into the tail thus writes no rows; about ten batches' rows are
+//! that goes into the tail thus writes no rows; three or four batches' rows are
 //! written at once, each owner's beside each other, in fewer leaves than
 //! each batch touching every owner's last leaf again.
 //!

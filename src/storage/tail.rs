@@ -42,16 +42,17 @@ pub const TAIL_MIN_DOCS: u64 = 256;
 ///
 /// A merge rewrites the last block of every term the tail holds (at 1M memories
 /// a batch of 1,000 observes touches ~3,300 leaves of the postings table), so the
-/// longer the tail, the fewer merges: at 1M (a tail of 15,625) the blocks take
-/// about ten batches of 1,000 observes at once. The merge grows more slowly than
-/// the tail (at 1M, ~230 ms for a tail of 4,096, ~460 ms for 15,625, most of it
-/// the last blocks of terms any tail holds), so its cost per memory falls; the
-/// idle merge ([`merge_when_idle`]) keeps it off an agent's observes. Queries
-/// read the tail's postings as blocks of [`super::postings::BLOCK`], bounded as
-/// they come (`read::candidates`), without the blocks' stored bounds: a tail
-/// kept to a small share of the store costs them little. Writers keep the index
-/// of each version readers will see ([`TailCache`]).
-pub const TAIL_MAX_DOCS: u64 = 16_384;
+/// longer the tail, the fewer merges: at 1M a batch of 1,000 observes goes into
+/// the tail whole and the blocks take three or four batches at once. Queries read
+/// the tail's postings as blocks of [`super::postings::BLOCK`], bounded as they
+/// come (`read::candidates`), without the blocks' stored bounds: a tail kept to a
+/// small share of the store costs them little. Writers keep the index of each
+/// version readers will see ([`TailCache`]); a process's first reader indexes
+/// the tail as stored, ~6 µs a memory, so the first recall after a store opens
+/// pays for the whole tail. (A cap of 16,384 made batched ingest at 1M 6–10%
+/// faster, but that first recall took ~75 ms with 11,000 memories in the tail,
+/// and the merge a write pays 457 ms: `docs/PERFORMANCE.md`, session 35.)
+pub const TAIL_MAX_DOCS: u64 = 4096;
 
 /// The tail's default size for a store of `docs` memories: a 64th of them,
 /// within [`TAIL_MIN_DOCS`] and [`TAIL_MAX_DOCS`].
