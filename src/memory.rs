@@ -226,10 +226,12 @@ impl MemoryBuilder {
         self
     }
 
-    /// Read the ranking records (the `docs` table), then each memory's terms row
-    /// (the `user_terms` table), into the page cache in a background thread after
-    /// opening a store file (default: true), so that the first recalls do not
-    /// each read their candidates' records, or a user's rows, from the file. Each
+    /// Index the postings tail in memory, then read the ranking records (the
+    /// `docs` table) and each memory's terms row (the `user_terms` table) into
+    /// the page cache, in a background thread after opening a store file
+    /// (default: true), so that the first recall does not index the tail and the
+    /// first recalls do not each read their candidates' records, or a user's
+    /// rows, from the file. Each
     /// table is skipped when it would take more than a quarter of the page cache
     /// ([`MemoryBuilder::cache_bytes`]); see `storage/prewarm.rs` and
     /// [`Memory::wait_for_prewarm`].
@@ -548,13 +550,14 @@ impl Memory {
         })
     }
 
-    /// Starts reading the `docs` table, then the `user_terms` table, into the page
-    /// cache on a thread of its own.
+    /// Starts indexing the postings tail, then reading the `docs` table and the
+    /// `user_terms` table into the page cache, on a thread of its own.
     fn start_prewarm(&self, cache_bytes: u64) {
         let store = Arc::clone(&self.store);
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let spawned = std::thread::Builder::new().name("soulmem-prewarm".into()).spawn(move || {
+            store.prewarm_tail()?;
             let docs = store.prewarm_docs(cache_bytes, &flag)?;
             // The owners' terms rows next, unless the store is closing.
             if !matches!(docs, Prewarm::Stopped(_)) {

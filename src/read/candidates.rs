@@ -1061,7 +1061,7 @@ impl Listed {
                 if count >= max {
                     return Ok(None);
                 }
-                let row = r.tail.row(p.docno).ok_or_else(|| {
+                let row = r.tail.row(p.docno)?.ok_or_else(|| {
                     Error::Corrupted(format!("postings tail: no row for docno {}", p.docno))
                 })?;
                 tail.push(p.docno, row);

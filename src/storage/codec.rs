@@ -1,6 +1,6 @@
 //! Record encoding: one version byte, then postcard.
 
-use serde::{Serialize, de::DeserializeOwned};
+use serde::{Deserialize, Serialize};
 
 use super::schema::RECORD_VERSION;
 use crate::error::{Error, Result};
@@ -12,8 +12,9 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Decodes a record written by [`encode`], checking its version byte.
-pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {
+/// Decodes a record written by [`encode`], checking its version byte. `T` may
+/// borrow strings from `bytes`.
+pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T> {
     match bytes.split_first() {
         Some((&RECORD_VERSION, rest)) => postcard::from_bytes(rest)
             .map_err(|e| Error::Corrupted(format!("undecodable {what} record: {e}"))),

@@ -24,8 +24,9 @@
 //!
 //! A memory in the postings tail (`storage::tail`) has no row yet (schema 12):
 //! its tail row holds the same terms, frequencies and length, and its owner
-//! term, so the tail's index in memory derives the row from it ([`tail_row`],
-//! kept by `storage::tail::TailIndex::row`) and the writer writes
+//! term, so the tail's index in memory derives the row from it (as [`tail_row`]
+//! does, the first time `storage::tail::TailIndex::row` is asked for it) and
+//! the writer writes
 //! the rows of the whole tail when it merges the tail into the blocks. A batch
 //! that goes into the tail thus writes no rows; three or four batches' rows are
 //! written at once, each owner's beside each other, in fewer leaves than

@@ -198,7 +198,7 @@ impl Store {
         // the version visible, so no reader finds it missing and indexes the
         // whole tail itself. Should the commit fail, no snapshot ever names that
         // (random) version.
-        self.tails.committed(version, &change);
+        self.tails.committed(version, change);
         let committing = std::time::Instant::now();
         txn.commit()?;
         self.tail_fill.0.store(fill.0, std::sync::atomic::Ordering::Release);

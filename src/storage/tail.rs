@@ -26,8 +26,7 @@
 //!
 //! [`POSTING_TAIL`]: super::schema::POSTING_TAIL
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
@@ -102,29 +101,64 @@ pub struct TailTerm {
     pub impacts: Impacts,
 }
 
+/// A tail row as the table stores it, read with its terms borrowed from the
+/// stored bytes (the same encoding as [`TailDoc`]).
+#[derive(Debug, Deserialize)]
+struct TailDocRef<'a> {
+    len: u32,
+    #[serde(borrow)]
+    terms: Vec<(&'a str, u32)>,
+}
+
+/// One memory of a [`Segment`]: its tail row as stored, and the `user_terms`
+/// row derived from it the first time a recall asks for it (only recalls
+/// filtered by an owner scored from its rows do, and then only for the owner's
+/// memories, so indexing the tail computes none).
+#[derive(Debug)]
+struct TailMemory {
+    stored: Box<[u8]>,
+    row: OnceLock<Vec<u8>>,
+}
+
+impl TailMemory {
+    /// The memory's `user_terms` row ([`super::doc_terms::tail_row`]).
+    fn row(&self) -> Result<&[u8]> {
+        if let Some(row) = self.row.get() {
+            return Ok(row);
+        }
+        let doc: TailDocRef<'_> = super::decode(&self.stored, "postings tail")?;
+        let row = super::doc_terms::encode_terms(doc.len, doc.terms.iter().copied());
+        Ok(self.row.get_or_init(|| row))
+    }
+}
+
 /// The index of the tail rows one commit (or one load) added.
 #[derive(Debug, Default)]
 struct Segment {
-    terms: HashMap<String, TailTerm>,
-    /// Each memory's `user_terms` row, derived from its tail row (the table
-    /// holds none for a tail memory: `storage::doc_terms`).
-    rows: HashMap<u64, Vec<u8>>,
+    terms: foldhash::HashMap<String, TailTerm>,
+    /// Each memory's tail row (the table holds no `user_terms` row for a tail
+    /// memory: `storage::doc_terms`), shared by the segments merged from this
+    /// one.
+    memories: foldhash::HashMap<u64, Arc<TailMemory>>,
     docs: u64,
 }
 
 impl Segment {
-    fn add(&mut self, docno: u64, doc: &TailDoc) {
-        self.docs += 1;
-        self.rows.insert(docno, super::doc_terms::tail_row(doc));
-        for (term, tf) in &doc.terms {
+    /// Indexes memory `docno` from its tail row as stored.
+    fn add(&mut self, docno: u64, stored: Box<[u8]>) -> Result<()> {
+        let doc: TailDocRef<'_> = super::decode(&stored, "postings tail")?;
+        for &(term, tf) in &doc.terms {
             // The term is copied only the first time the segment meets it.
-            let t = match self.terms.get_mut(term.as_str()) {
+            let t = match self.terms.get_mut(term) {
                 Some(t) => t,
-                None => self.terms.entry(term.clone()).or_default(),
+                None => self.terms.entry(term.to_owned()).or_default(),
             };
-            t.postings.push(Posting { docno, tf: *tf, len: doc.len });
-            t.impacts.add(*tf, doc.len);
+            t.postings.push(Posting { docno, tf, len: doc.len });
+            t.impacts.add(tf, doc.len);
         }
+        self.docs += 1;
+        self.memories.insert(docno, Arc::new(TailMemory { stored, row: OnceLock::new() }));
+        Ok(())
     }
 }
 
@@ -151,13 +185,15 @@ impl TailIndex {
     /// Storage errors; [`crate::Error::Corrupted`] on an undecodable row.
     pub fn load(table: &impl ReadableTable<u64, &'static [u8]>) -> Result<Self> {
         let mut seg = Segment::default();
-        for (docno, doc) in rows(table)? {
-            seg.add(docno, &doc);
+        for row in table.range::<u64>(..)? {
+            let (k, v) = row?;
+            seg.add(k.value(), v.value().into())?;
         }
         Ok(Self::default().with(seg))
     }
 
-    /// This index with `docs` (above every docno it holds) added.
+    /// This index with `docs` (tail rows as stored, their docnos above every
+    /// docno it holds) added.
     ///
     /// The new segment is merged with the newest ones while each holds no
     /// more memories than the merge so far (as a binary counter carries): a
@@ -166,11 +202,13 @@ impl TailIndex {
     /// mostly copies a few memories, not the whole tail. (Merging every
     /// segment each eighth commit cost single observes at 1M ~0.24 ms each on
     /// average with a tail of up to 4,096 memories, ~0.65 ms with 15,000.)
-    #[must_use]
-    pub fn appended<'d>(&self, docs: impl IntoIterator<Item = (u64, &'d TailDoc)>) -> Self {
+    ///
+    /// # Errors
+    /// [`crate::Error::Corrupted`] on an undecodable row.
+    pub fn appended(&self, docs: impl IntoIterator<Item = (u64, Box<[u8]>)>) -> Result<Self> {
         let mut seg = Segment::default();
-        for (d, doc) in docs {
-            seg.add(d, doc);
+        for (d, stored) in docs {
+            seg.add(d, stored)?;
         }
         let mut kept = self.segments.len();
         let mut size = seg.docs;
@@ -182,13 +220,13 @@ impl TailIndex {
             kept = 0;
         }
         if kept == self.segments.len() {
-            return self.clone().with(seg);
+            return Ok(self.clone().with(seg));
         }
         // Merge the segments from `kept` on with the new one, in docno order.
         let mut all = Segment::default();
         for s in self.segments[kept..].iter().map(Arc::as_ref).chain([&seg]) {
             all.docs += s.docs;
-            all.rows.extend(s.rows.iter().map(|(d, row)| (*d, row.clone())));
+            all.memories.extend(s.memories.iter().map(|(d, m)| (*d, Arc::clone(m))));
             for (term, t) in &s.terms {
                 let m = all.terms.entry(term.clone()).or_default();
                 m.postings.extend_from_slice(&t.postings);
@@ -199,7 +237,7 @@ impl TailIndex {
             segments: self.segments[..kept].to_vec(),
             docs: self.segments[..kept].iter().map(|s| s.docs).sum(),
         };
-        older.with(all)
+        Ok(older.with(all))
     }
 
     fn with(mut self, seg: Segment) -> Self {
@@ -251,10 +289,15 @@ impl TailIndex {
     }
 
     /// The `user_terms` row of tail memory `docno` (`None` when it is not in
-    /// the tail), derived from its tail row when the tail was indexed.
-    #[must_use]
-    pub fn row(&self, docno: u64) -> Option<&[u8]> {
-        self.segments.iter().find_map(|s| s.rows.get(&docno)).map(Vec::as_slice)
+    /// the tail), derived from its tail row the first time it is asked for.
+    ///
+    /// # Errors
+    /// [`crate::Error::Corrupted`] on an undecodable row.
+    pub fn row(&self, docno: u64) -> Result<Option<&[u8]>> {
+        match self.segments.iter().find_map(|s| s.memories.get(&docno)) {
+            Some(m) => m.row().map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Memories in the tail.
@@ -274,14 +317,14 @@ pub enum TailChange {
     Appended {
         /// The version the transaction started from.
         prev: u64,
-        /// The rows added.
-        docs: Vec<(u64, TailDoc)>,
+        /// The rows added, as stored.
+        docs: Vec<(u64, Box<[u8]>)>,
     },
     /// The tail was merged into the blocks; then these rows (if any) started a
     /// new one.
     Replaced {
-        /// The rows of the new tail.
-        docs: Vec<(u64, TailDoc)>,
+        /// The rows of the new tail, as stored.
+        docs: Vec<(u64, Box<[u8]>)>,
     },
 }
 
@@ -290,15 +333,15 @@ pub enum TailChange {
 pub struct TailWrites {
     changed: bool,
     merged: bool,
-    /// Rows written since the last merge.
-    added: Vec<(u64, TailDoc)>,
+    /// Rows written since the last merge, as stored.
+    added: Vec<(u64, Box<[u8]>)>,
 }
 
 impl TailWrites {
-    /// Rows written to the tail.
-    pub fn add(&mut self, docno: u64, doc: TailDoc) {
+    /// A row written to the tail (as stored).
+    pub fn add(&mut self, docno: u64, stored: Box<[u8]>) {
         self.changed = true;
-        self.added.push((docno, doc));
+        self.added.push((docno, stored));
     }
 
     /// The tail (with the rows written before) went to the blocks.
@@ -358,8 +401,15 @@ const CACHED_VERSIONS: usize = 4;
 /// version before it: kept here, it is not indexed again (a tail of thousands of
 /// memories takes milliseconds to index), and indexing it does not push out the
 /// version the next commit extends.
+///
+/// One reader indexes at a time: a reader that finds its version missing while
+/// another indexes (the prewarm thread indexes the stored tail as the store
+/// opens) waits for it and looks again, instead of indexing the same rows too.
 #[derive(Debug, Default)]
-pub struct TailCache(parking_lot::Mutex<std::collections::VecDeque<(u64, Arc<TailIndex>)>>);
+pub struct TailCache {
+    versions: parking_lot::Mutex<std::collections::VecDeque<(u64, Arc<TailIndex>)>>,
+    indexing: parking_lot::Mutex<()>,
+}
 
 impl TailCache {
     /// The index of tail version `version`, from the cache or built by `load`
@@ -375,22 +425,26 @@ impl TailCache {
         if let Some(index) = self.find(version) {
             return Ok(index);
         }
+        let _indexing = self.indexing.lock();
+        if let Some(index) = self.find(version) {
+            return Ok(index);
+        }
         let index = Arc::new(load()?);
         self.put(version, index.clone());
         Ok(index)
     }
 
     /// The cached index of `version` (the empty index for 0).
-    fn find(&self, version: u64) -> Option<Arc<TailIndex>> {
+    pub(crate) fn find(&self, version: u64) -> Option<Arc<TailIndex>> {
         if version == 0 {
             return Some(Arc::new(TailIndex::default()));
         }
-        self.0.lock().iter().find(|(v, _)| *v == version).map(|(_, index)| index.clone())
+        self.versions.lock().iter().find(|(v, _)| *v == version).map(|(_, index)| index.clone())
     }
 
     /// Caches `index` as `version`'s, as the most recently used.
     fn put(&self, version: u64, index: Arc<TailIndex>) {
-        let mut cache = self.0.lock();
+        let mut cache = self.versions.lock();
         cache.retain(|(v, _)| *v != version);
         cache.push_front((version, index));
         cache.truncate(CACHED_VERSIONS);
@@ -399,21 +453,23 @@ impl TailCache {
     /// Brings the cache to `version` after a commit made `change`, without
     /// reading the table (when the cache holds the version the commit started
     /// from, or the tail was replaced).
-    pub fn committed(&self, version: u64, change: &TailChange) {
+    pub fn committed(&self, version: u64, change: TailChange) {
         if version == 0 {
             return;
         }
         let next = match change {
             TailChange::Unchanged => return,
-            TailChange::Appended { prev, docs } => match self.find(*prev) {
-                Some(index) => index.appended(docs.iter().map(|(d, x)| (*d, x))),
+            TailChange::Appended { prev, docs } => match self.find(prev) {
+                Some(index) => index.appended(docs),
                 None => return,
             },
-            TailChange::Replaced { docs } => {
-                TailIndex::default().appended(docs.iter().map(|(d, x)| (*d, x)))
-            }
+            TailChange::Replaced { docs } => TailIndex::default().appended(docs),
         };
-        self.put(version, Arc::new(next));
+        // A row that does not decode (never seen: the writer just encoded it)
+        // leaves the version to the readers, who report it.
+        if let Ok(next) = next {
+            self.put(version, Arc::new(next));
+        }
     }
 }
 
@@ -444,22 +500,42 @@ mod tests {
         TailDoc { len: 10 + (i % 7) as u32, terms }
     }
 
+    /// `doc(i)` as the tail table stores it.
+    fn stored(i: u64) -> Box<[u8]> {
+        crate::storage::encode(&doc(i)).expect("encode").into_boxed_slice()
+    }
+
     /// An index extended commit by commit (merging its segments on the way)
     /// equals the index of all the rows at once, and the cache follows commits.
     #[test]
     fn appending_matches_indexing_everything() {
-        let docs: Vec<(u64, TailDoc)> = (100..160).map(|i| (i, doc(i))).collect();
+        let docs: Vec<(u64, Box<[u8]>)> = (100..160).map(|i| (i, stored(i))).collect();
         let mut whole = Segment::default();
         for (d, x) in &docs {
-            whole.add(*d, x);
+            whole.add(*d, x.clone()).expect("add");
         }
         let whole = TailIndex::default().with(whole);
+        // Read from the stored rows, the postings are the rows' own.
+        let mut want: std::collections::BTreeMap<String, Vec<Posting>> = Default::default();
+        for i in 100..160 {
+            let d = doc(i);
+            for (term, tf) in &d.terms {
+                want.entry(term.clone()).or_default().push(Posting {
+                    docno: i,
+                    tf: *tf,
+                    len: d.len,
+                });
+            }
+        }
+        let got: Vec<(String, Vec<Posting>)> =
+            whole.terms().into_iter().map(|(term, t)| (term, t.postings)).collect();
+        assert_eq!(got, want.into_iter().collect::<Vec<_>>());
 
         let cache = TailCache::default();
         let mut version = 0;
         let mut grown = TailIndex::default();
         for (n, chunk) in docs.chunks(3).enumerate() {
-            grown = grown.appended(chunk.iter().map(|(d, x)| (*d, x)));
+            grown = grown.appended(chunk.iter().cloned()).expect("appended");
             assert!(grown.segments.len() <= MAX_SEGMENTS);
             let next = n as u64 + 1;
             let change = if n == 0 {
@@ -467,22 +543,22 @@ mod tests {
             } else {
                 TailChange::Appended { prev: version, docs: chunk.to_vec() }
             };
-            cache.committed(next, &change);
+            cache.committed(next, change);
             version = next;
         }
         assert_eq!(grown.docs(), 60);
         assert_eq!(grown.terms(), whole.terms());
         // Each memory's terms row, through the segment merges.
-        for (d, x) in &docs {
-            let want = crate::storage::doc_terms::tail_row(x);
-            assert_eq!(grown.row(*d), Some(want.as_slice()), "docno {d}");
+        for (d, _) in &docs {
+            let want = crate::storage::doc_terms::tail_row(&doc(*d));
+            assert_eq!(grown.row(*d).expect("row"), Some(want.as_slice()), "docno {d}");
         }
-        assert_eq!(grown.row(99), None);
+        assert_eq!(grown.row(99).expect("row"), None);
         // One memory per commit: the merges carry as a binary counter does, so
         // the segments stay about log2 of the memories.
         let mut one_by_one = TailIndex::default();
         for (n, (d, x)) in docs.iter().enumerate() {
-            one_by_one = one_by_one.appended([(*d, x)]);
+            one_by_one = one_by_one.appended([(*d, x.clone())]).expect("appended");
             let held = n + 1;
             assert_eq!(one_by_one.segments.len(), held.count_ones() as usize, "{held} memories");
         }
@@ -491,9 +567,34 @@ mod tests {
         let cached = cache.get(version, || panic!("the cache follows the commits")).expect("get");
         assert_eq!(cached.terms(), whole.terms());
         // A commit from a version the cache does not hold leaves it to the readers.
-        cache.committed(99, &TailChange::Appended { prev: 12345, docs: vec![(500, doc(500))] });
+        cache.committed(99, TailChange::Appended { prev: 12345, docs: vec![(500, stored(500))] });
         let loaded = cache.get(99, || Ok(TailIndex::default())).expect("get");
         assert_eq!(loaded.docs(), 0, "loaded by the reader, not guessed");
+    }
+
+    /// Two readers asking for the same missing version at once index it once:
+    /// the second waits for the first and finds it cached.
+    #[test]
+    fn a_version_is_indexed_once_by_concurrent_readers() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let cache = TailCache::default();
+        let loads = AtomicUsize::new(0);
+        let start = std::sync::Barrier::new(2);
+        let load = || {
+            loads.fetch_add(1, Ordering::SeqCst);
+            // Long enough that the other reader asks meanwhile.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            TailIndex::default().appended([(7, stored(7))])
+        };
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    start.wait();
+                    assert_eq!(cache.get(5, load).expect("get").docs(), 1);
+                });
+            }
+        });
+        assert_eq!(loads.load(Ordering::SeqCst), 1);
     }
 
     /// A reader whose snapshot is a commit or two behind finds its version
@@ -502,26 +603,29 @@ mod tests {
     #[test]
     fn recent_versions_stay_indexed() {
         let cache = TailCache::default();
-        cache.committed(1, &TailChange::Replaced { docs: vec![(10, doc(10))] });
-        cache.committed(2, &TailChange::Appended { prev: 1, docs: vec![(11, doc(11))] });
-        cache.committed(3, &TailChange::Appended { prev: 2, docs: vec![(12, doc(12))] });
+        cache.committed(1, TailChange::Replaced { docs: vec![(10, stored(10))] });
+        cache.committed(2, TailChange::Appended { prev: 1, docs: vec![(11, stored(11))] });
+        cache.committed(3, TailChange::Appended { prev: 2, docs: vec![(12, stored(12))] });
         let none = || -> Result<TailIndex> { panic!("indexed again") };
         assert_eq!(cache.get(2, none).expect("get").docs(), 2);
         assert_eq!(cache.get(3, none).expect("get").docs(), 3);
         // A version loaded by a reader is kept, and the next commit extends it.
         let loaded = cache.get(77, || Ok(TailIndex::default())).expect("get");
         assert_eq!(loaded.docs(), 0);
-        cache.committed(78, &TailChange::Appended { prev: 77, docs: vec![(20, doc(20))] });
+        cache.committed(78, TailChange::Appended { prev: 77, docs: vec![(20, stored(20))] });
         assert_eq!(cache.get(78, none).expect("get").docs(), 1);
-        cache.committed(4, &TailChange::Appended { prev: 3, docs: vec![(13, doc(13))] });
+        cache.committed(4, TailChange::Appended { prev: 3, docs: vec![(13, stored(13))] });
         assert_eq!(cache.get(4, none).expect("get").docs(), 4);
         assert_eq!(cache.get(3, none).expect("get").docs(), 3);
         // A tail started after a merge (from the empty version 0) is followed too.
-        cache.committed(50, &TailChange::Appended { prev: 0, docs: vec![(30, doc(30))] });
+        cache.committed(50, TailChange::Appended { prev: 0, docs: vec![(30, stored(30))] });
         assert_eq!(cache.get(50, none).expect("get").docs(), 1);
         // Only the last few versions are kept.
         for v in 5..5 + CACHED_VERSIONS as u64 {
-            cache.committed(v, &TailChange::Appended { prev: v - 1, docs: vec![(10 + v, doc(v))] });
+            cache.committed(
+                v,
+                TailChange::Appended { prev: v - 1, docs: vec![(10 + v, stored(v))] },
+            );
         }
         let mut reloaded = false;
         let _ = cache.get(2, || {

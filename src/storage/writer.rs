@@ -370,9 +370,10 @@ impl<'t> Writer<'t> {
                 && self.tail.len()? + new_docs <= tail::cap(self.tail_max, self.stats.docs)
             {
                 for (docno, doc) in self.pending.take_by_doc() {
-                    self.tail.insert(docno, encode(&doc)?.as_slice())?;
+                    let stored = encode(&doc)?;
+                    self.tail.insert(docno, stored.as_slice())?;
                     self.new_rows.remove(&docno);
-                    self.tail_writes.add(docno, doc);
+                    self.tail_writes.add(docno, stored.into_boxed_slice());
                 }
             } else {
                 self.apply_pending()?;
