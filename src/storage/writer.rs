@@ -158,7 +158,7 @@ pub(crate) struct Carry {
 }
 
 /// A set of tokens derived from an entry's content, shared without copying.
-pub(crate) type TokenSet = std::sync::Arc<std::collections::BTreeSet<String>>;
+pub(crate) type TokenSet = std::sync::Arc<crate::text::TokenHashes>;
 
 /// Buffered posting changes at which a transaction writes them out before its
 /// commit (about 100 MB of buffer).
@@ -1084,7 +1084,7 @@ impl<'t> Writer<'t> {
             return Ok(Some(set.clone()));
         }
         let Some((_, content)) = self.id_and_content(docno)? else { return Ok(None) };
-        let set = TokenSet::new(derive(&content));
+        let set = TokenSet::new(crate::text::TokenHashes::from(&derive(&content)));
         self.token_sets.insert(docno, set.clone());
         Ok(Some(set))
     }
@@ -1092,7 +1092,7 @@ impl<'t> Writer<'t> {
     /// Records `set` as the token set [`Writer::token_set`] derives from the content
     /// at `docno`, computed ahead by the caller (a batch derives its new episodes'
     /// sets on the analysis threads).
-    pub(crate) fn seed_token_set(&mut self, docno: u64, set: std::collections::BTreeSet<String>) {
+    pub(crate) fn seed_token_set(&mut self, docno: u64, set: crate::text::TokenHashes) {
         self.token_sets.insert(docno, TokenSet::new(set));
     }
 

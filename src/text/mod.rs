@@ -12,6 +12,63 @@ pub use tokenize::{
     synonyms_of, tokenize, tokenize_dedup, tokenize_dedup_memo, tokenize_list,
 };
 
+/// A set of tokens as the sorted [`fnv1a`] hashes of its members: its size and
+/// its intersections with other such sets are the token set's (unless two
+/// members' hashes collide: about n²/2^65 for a set of n tokens, never seen),
+/// counted by merging two lists of integers instead of comparing strings. The
+/// write path compares the same facts and recent episodes observe after
+/// observe (dedup, contradiction pre-selection, novelty).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TokenHashes(Box<[u64]>);
+
+impl TokenHashes {
+    /// The hashes of `tokens` (each counted once).
+    #[must_use]
+    pub fn of<'a>(tokens: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut h: Vec<u64> = tokens.into_iter().map(fnv1a).collect();
+        h.sort_unstable();
+        h.dedup();
+        Self(h.into_boxed_slice())
+    }
+
+    /// Members.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it has none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Members it shares with `other`.
+    #[must_use]
+    pub fn intersection_len(&self, other: &Self) -> usize {
+        let (a, b) = (&self.0, &other.0);
+        let (mut i, mut j, mut n) = (0, 0, 0);
+        while i < a.len() && j < b.len() {
+            match a[i].cmp(&b[j]) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    n += 1;
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        n
+    }
+}
+
+impl From<&std::collections::BTreeSet<String>> for TokenHashes {
+    fn from(set: &std::collections::BTreeSet<String>) -> Self {
+        Self::of(set.iter().map(String::as_str))
+    }
+}
+
 /// A constant word list asked about membership: hashed on first use, so that a
 /// lookup costs one hash instead of one comparison per listed word (the lists
 /// run to 166 words, asked about every token of every exchange).

@@ -1,5 +1,6 @@
 //! soul-protocol 0.4.0's `search.tokenize`, its synonym groups and `relevance_score`.
 
+use super::TokenHashes;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, LazyLock};
 
@@ -94,22 +95,24 @@ pub fn tokenize_dedup(text: &str) -> BTreeSet<String> {
     tokenize_list(text, 2).into_iter().filter(|t| !DEDUP_STOP_SET.contains(t)).collect()
 }
 
-/// [`tokenize_dedup`] of a stored fact's text, from a per-thread memo: the
+/// [`tokenize_dedup`] of a stored fact's text, as [`TokenHashes`], from a
+/// per-thread memo: the
 /// contradiction check compares each new text with the same facts of its user
 /// observe after observe, and hashing a text costs far less than tokenizing it.
 /// Bounded: cleared when it holds `DEDUP_MEMO_MAX` texts (longer texts than
 /// `DEDUP_MEMO_TEXT_MAX` bytes are not memoized).
 #[must_use]
-pub fn tokenize_dedup_memo(text: &str) -> Arc<BTreeSet<String>> {
+pub fn tokenize_dedup_memo(text: &str) -> Arc<TokenHashes> {
+    let of = |text: &str| Arc::new(TokenHashes::from(&tokenize_dedup(text)));
     if text.len() > DEDUP_MEMO_TEXT_MAX {
-        return Arc::new(tokenize_dedup(text));
+        return of(text);
     }
     DEDUP_MEMO.with(|memo| {
         let mut memo = memo.borrow_mut();
         if let Some(t) = memo.get(text) {
             return Arc::clone(t);
         }
-        let t = Arc::new(tokenize_dedup(text));
+        let t = of(text);
         if memo.len() >= DEDUP_MEMO_MAX {
             memo.clear();
         }
@@ -124,8 +127,8 @@ const DEDUP_MEMO_MAX: usize = 1 << 13;
 const DEDUP_MEMO_TEXT_MAX: usize = 512;
 
 thread_local! {
-    static DEDUP_MEMO: std::cell::RefCell<HashMap<Box<str>, Arc<BTreeSet<String>>>> =
-        std::cell::RefCell::new(HashMap::new());
+    static DEDUP_MEMO: std::cell::RefCell<foldhash::HashMap<Box<str>, Arc<TokenHashes>>> =
+        std::cell::RefCell::new(foldhash::HashMap::default());
 }
 
 /// The reference's `relevance_score`: the fraction of query tokens found in the content
@@ -202,7 +205,7 @@ mod tests {
             ["User lives in Paris", "User lives in Lisbon", "", "I'm at Acme, I'm happy", &long];
         for _ in 0..2 {
             for t in texts {
-                assert_eq!(*tokenize_dedup_memo(t), tokenize_dedup(t), "{t:?}");
+                assert_eq!(*tokenize_dedup_memo(t), TokenHashes::from(&tokenize_dedup(t)), "{t:?}");
             }
         }
     }

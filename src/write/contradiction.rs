@@ -54,7 +54,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::dedup::{dedup_tokens, similarity_tokens, stored_tokens};
+use super::dedup::{dedup_tokens, similarity_hashes, stored_tokens};
 use super::sentiment::py_strip;
 use crate::profile::Profile;
 
@@ -286,12 +286,12 @@ pub fn verb_attribute(text: &str, profile: Profile) -> Option<(Attribute, String
 #[must_use]
 pub fn find_similar<'a>(content: &str, candidates: &[(&'a str, &'a str)]) -> Vec<SimilarFact<'a>> {
     // The new text's tokens once, not once per candidate.
-    let tokens = dedup_tokens(content);
+    let tokens = crate::text::TokenHashes::from(&dedup_tokens(content));
     let mut scored: Vec<SimilarFact<'a>> = candidates
         .iter()
         .enumerate()
         .filter_map(|(index, &(id, fact))| {
-            let sim = similarity_tokens(&tokens, &stored_tokens(fact));
+            let sim = similarity_hashes(&tokens, &stored_tokens(fact));
             (sim >= SIMILARITY_THRESHOLD).then_some(SimilarFact {
                 index,
                 id,

@@ -29,7 +29,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::sentiment::py_split;
-use crate::text::{tokenize_dedup, tokenize_dedup_memo};
+use crate::text::{TokenHashes, tokenize_dedup, tokenize_dedup_memo};
 
 /// Similarity above which a new fact is a duplicate (SKIP).
 pub const SKIP_THRESHOLD: f64 = 0.85;
@@ -74,7 +74,7 @@ pub fn dedup_tokens(text: &str) -> BTreeSet<String> {
 /// observe after observe: from a per-thread memo
 /// ([`crate::text::tokenize_dedup_memo`]).
 #[must_use]
-pub fn stored_tokens(text: &str) -> Arc<BTreeSet<String>> {
+pub fn stored_tokens(text: &str) -> Arc<TokenHashes> {
     tokenize_dedup_memo(text)
 }
 
@@ -96,16 +96,27 @@ pub fn containment(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
 /// The dedup similarity of two token sets (see the module docs).
 #[must_use]
 pub fn similarity_tokens(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
-    if a.is_empty() && b.is_empty() {
+    similarity_of_counts(a.len(), b.len(), || a.intersection(b).count())
+}
+
+/// [`similarity_tokens`] of two sets given as [`TokenHashes`].
+#[must_use]
+pub fn similarity_hashes(a: &TokenHashes, b: &TokenHashes) -> f64 {
+    similarity_of_counts(a.len(), b.len(), || a.intersection_len(b))
+}
+
+/// The dedup similarity of sets of `a` and `b` tokens that share `inter()`.
+fn similarity_of_counts(a: usize, b: usize, inter: impl FnOnce() -> usize) -> f64 {
+    if a == 0 && b == 0 {
         return 1.0;
     }
-    if a.is_empty() || b.is_empty() {
+    if a == 0 || b == 0 {
         return 0.0;
     }
-    let inter = a.intersection(b).count();
-    let union = a.len() + b.len() - inter;
+    let inter = inter();
+    let union = a + b - inter;
     let j = inter as f64 / union as f64;
-    let min = a.len().min(b.len());
+    let min = a.min(b);
     if min >= CONTAINMENT_MIN_TOKENS {
         let c = inter as f64 / min as f64;
         j.max(c * CONTAINMENT_WEIGHT)
@@ -126,11 +137,11 @@ pub fn similarity(a: &str, b: &str) -> f64 {
 /// tie-break: first strictly-best wins).
 #[must_use]
 pub fn reconcile(new_content: &str, existing: &[(&str, &str)]) -> DedupDecision {
-    let new_tokens = dedup_tokens(new_content);
+    let new_tokens = TokenHashes::from(&dedup_tokens(new_content));
     let mut best = 0.0_f64;
     let mut best_id: Option<&str> = None;
     for &(id, content) in existing {
-        let sim = similarity_tokens(&new_tokens, &stored_tokens(content));
+        let sim = similarity_hashes(&new_tokens, &stored_tokens(content));
         if sim > best {
             best = sim;
             best_id = Some(id);
@@ -324,6 +335,22 @@ mod tests {
     }
 
     proptest! {
+        /// Sets compared as their hashes give the similarity the string sets
+        /// give (sizes and intersections alike), whatever they share.
+        #[test]
+        fn hashed_sets_compare_as_the_token_sets(
+            a in proptest::collection::btree_set("[a-e]{1,3}", 0..12),
+            b in proptest::collection::btree_set("[a-e]{1,3}", 0..12),
+        ) {
+            let (ha, hb) = (TokenHashes::from(&a), TokenHashes::from(&b));
+            prop_assert_eq!(ha.len(), a.len());
+            prop_assert_eq!(ha.intersection_len(&hb), a.intersection(&b).count());
+            prop_assert_eq!(
+                similarity_hashes(&ha, &hb).to_bits(),
+                similarity_tokens(&a, &b).to_bits()
+            );
+        }
+
         /// The pre-filter, which splits the candidate once for all the active
         /// facts, decides as the Jaccard of freshly built word sets would.
         #[test]

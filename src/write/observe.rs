@@ -323,7 +323,7 @@ fn store_episode(
     sig: &significance::Significance,
     context: Option<&str>,
     terms: Option<Vec<String>>,
-    novelty: Option<BTreeSet<String>>,
+    novelty: Option<crate::text::TokenHashes>,
 ) -> Result<String> {
     let content = significance::episodic_content(user, agent);
     let mut e = MemoryEntry::new(MemoryType::Episodic, content.clone());
@@ -362,7 +362,7 @@ pub(crate) struct Analysis {
     episode_terms: Option<Vec<String>>,
     /// That episode's novelty tokens ([`significance::recent_tokens`]), which the
     /// batch's later exchanges compare themselves with (batches only).
-    episode_novelty: Option<BTreeSet<String>>,
+    episode_novelty: Option<crate::text::TokenHashes>,
     /// Whether the user text can contradict a fact
     /// ([`contradiction::may_contradict`]): when not, the raw-text check (step
     /// 4d) looks up no candidates.
@@ -389,7 +389,9 @@ impl Analysis {
             signals: significance::ExchangeSignals::of(user, agent, core_values),
             tokens: self_model::exchange_tokens(user, agent),
             episode_terms: episode.as_deref().map(crate::text::index_terms),
-            episode_novelty: episode.as_deref().map(significance::recent_tokens),
+            episode_novelty: episode
+                .as_deref()
+                .map(|e| crate::text::TokenHashes::from(&significance::recent_tokens(e))),
             raw_may_contradict: contradiction::may_contradict(user, profile),
             near: None,
         }
@@ -479,7 +481,7 @@ fn observe_analysed(
 
     // 1-2. Sentiment (above) and significance.
     let recent = recent_episodes(w)?;
-    let recent_refs: Vec<&BTreeSet<String>> = recent.iter().map(|s| s.as_ref()).collect();
+    let recent_refs: Vec<&crate::text::TokenHashes> = recent.iter().map(|s| s.as_ref()).collect();
     let sig = significance::assess_signals(&signals, &somatic, &recent_refs);
     let mut significant = sig.is_significant;
 

@@ -34,16 +34,15 @@ use regex::Regex;
 
 use super::sentiment::{py_round, py_split, py_strip};
 use crate::model::{SignificanceScore, SomaticMarker};
-use crate::text::{WordSet, expand_synonyms, relevance_score, tokenize};
+use crate::text::{TokenHashes, WordSet, expand_synonyms, relevance_score, tokenize};
 
 /// The fraction of query tokens `q` found in the expanded content tokens `c`.
-fn relevance_of_sets(q: &BTreeSet<String>, c: &BTreeSet<String>) -> f64 {
+fn relevance_of_sets(q: &TokenHashes, c: &TokenHashes) -> f64 {
     if q.is_empty() {
         return 0.0;
     }
-    // One ordered walk of both sets (or a search of the larger for each of the
-    // smaller's tokens, whichever is cheaper) rather than a search per token.
-    q.intersection(c).count() as f64 / q.len() as f64
+    // One ordered walk of both lists rather than a search per token.
+    q.intersection_len(c) as f64 / q.len() as f64
 }
 
 /// The gate's threshold on the overall score.
@@ -243,7 +242,9 @@ fn dimensions(
     core_values: &[String],
     recent: &[&BTreeSet<String>],
 ) -> (SignificanceScore, usize) {
-    dimensions_of(&ExchangeSignals::of(user_input, agent_output, core_values), somatic, recent)
+    let hashed: Vec<TokenHashes> = recent.iter().map(|s| TokenHashes::from(*s)).collect();
+    let refs: Vec<&TokenHashes> = hashed.iter().collect();
+    dimensions_of(&ExchangeSignals::of(user_input, agent_output, core_values), somatic, &refs)
 }
 
 /// What the significance gate reads of an exchange alone, without the store
@@ -251,7 +252,7 @@ fn dimensions(
 /// exchange in parallel before its write transaction.
 #[derive(Debug, Clone)]
 pub struct ExchangeSignals {
-    combined_tokens: BTreeSet<String>,
+    combined_tokens: TokenHashes,
     goal_relevance: f64,
     richness: f64,
 }
@@ -267,7 +268,7 @@ impl ExchangeSignals {
             relevance_score(&combined, &core_values.join(" "))
         };
         Self {
-            combined_tokens: tokenize(&combined),
+            combined_tokens: TokenHashes::from(&tokenize(&combined)),
             goal_relevance,
             richness: content_richness(&combined),
         }
@@ -279,7 +280,7 @@ impl ExchangeSignals {
 pub fn assess_signals(
     signals: &ExchangeSignals,
     somatic: &SomaticMarker,
-    recent: &[&BTreeSet<String>],
+    recent: &[&TokenHashes],
 ) -> Significance {
     significance_of(dimensions_of(signals, somatic, recent))
 }
@@ -287,7 +288,7 @@ pub fn assess_signals(
 fn dimensions_of(
     signals: &ExchangeSignals,
     somatic: &SomaticMarker,
-    recent: &[&BTreeSet<String>],
+    recent: &[&TokenHashes],
 ) -> (SignificanceScore, usize) {
     let ExchangeSignals { combined_tokens, goal_relevance, richness } = signals;
     let (goal_relevance, richness) = (*goal_relevance, *richness);
