@@ -185,17 +185,17 @@ pub struct SelfModel {
 /// Which domains list each keyword: derived from the keyword lists, so it takes no
 /// part in equality.
 #[derive(Debug, Clone, Default)]
-struct KeywordIndex(std::collections::HashMap<String, Vec<usize>>);
+struct KeywordIndex(foldhash::HashMap<String, Vec<usize>>);
 
 /// Adds domain position `at` to `word`'s list.
-fn index_add(index: &mut std::collections::HashMap<String, Vec<usize>>, word: &str, at: usize) {
+fn index_add(index: &mut foldhash::HashMap<String, Vec<usize>>, word: &str, at: usize) {
     let list = index.entry(word.to_owned()).or_default();
     let k = list.partition_point(|&p| p < at);
     list.insert(k, at);
 }
 
 /// Removes domain position `at` from `word`'s list.
-fn index_remove(index: &mut std::collections::HashMap<String, Vec<usize>>, word: &str, at: usize) {
+fn index_remove(index: &mut foldhash::HashMap<String, Vec<usize>>, word: &str, at: usize) {
     if let Some(list) = index.get_mut(word) {
         list.retain(|&p| p != at);
         if list.is_empty() {

@@ -75,7 +75,7 @@ impl From<&std::collections::BTreeSet<String>> for TokenHashes {
 #[derive(Debug)]
 pub(crate) struct WordSet {
     list: &'static [&'static str],
-    set: std::sync::OnceLock<std::collections::HashSet<&'static str>>,
+    set: std::sync::OnceLock<foldhash::HashSet<&'static str>>,
 }
 
 impl WordSet {

@@ -1,7 +1,7 @@
 //! soul-protocol 0.4.0's `search.tokenize`, its synonym groups and `relevance_score`.
 
 use super::TokenHashes;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock};
 
 /// Version of the tokenizer's output; stored with the schema.
@@ -29,16 +29,17 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["cli", "command", "terminal"],
 ];
 
-static SYNONYMS: LazyLock<HashMap<&'static str, &'static [&'static str]>> = LazyLock::new(|| {
-    // No term is in two groups, so each group maps to itself.
-    let mut map = HashMap::new();
-    for group in SYNONYM_GROUPS {
-        for term in *group {
-            map.insert(*term, *group);
+static SYNONYMS: LazyLock<foldhash::HashMap<&'static str, &'static [&'static str]>> =
+    LazyLock::new(|| {
+        // No term is in two groups, so each group maps to itself.
+        let mut map = foldhash::HashMap::default();
+        for group in SYNONYM_GROUPS {
+            for term in *group {
+                map.insert(*term, *group);
+            }
         }
-    }
-    map
-});
+        map
+    });
 
 /// The synonym group of `token` (including itself), if it has one.
 #[must_use]
@@ -190,8 +191,8 @@ const STEM_MEMO_MAX: usize = 1 << 16;
 const STEM_MEMO_WORD_MAX: usize = 24;
 
 thread_local! {
-    static STEM_MEMO: std::cell::RefCell<HashMap<Box<str>, Box<str>>> =
-        std::cell::RefCell::new(HashMap::new());
+    static STEM_MEMO: std::cell::RefCell<foldhash::HashMap<Box<str>, Box<str>>> =
+        std::cell::RefCell::new(foldhash::HashMap::default());
 }
 
 #[cfg(test)]

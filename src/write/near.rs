@@ -32,7 +32,7 @@
 //! read afresh), so it answers exactly as the fresh lookups would. The snapshot's
 //! ranking may differ from the current one, which any order allows (above).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 
 use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
 
@@ -126,11 +126,11 @@ pub(crate) struct Prefetch {
     /// The partition read.
     part: String,
     /// Each text's dedup tokens ranked by the snapshot's document frequencies.
-    ranked: HashMap<String, Vec<String>>,
+    ranked: foldhash::HashMap<String, Vec<String>>,
     /// The snapshot's rows of each token read.
-    rows: HashMap<String, Vec<u64>>,
+    rows: foldhash::HashMap<String, Vec<u64>>,
     /// The snapshot's card of each docno in those rows (`None`: no card).
-    cards: HashMap<u64, Option<FactCard>>,
+    cards: foldhash::HashMap<u64, Option<FactCard>>,
 }
 
 impl Prefetch {
@@ -178,11 +178,11 @@ pub(super) struct NearFacts {
     /// The `(user, domain)` fact partition.
     part: String,
     /// Each text's dedup tokens, rarest first.
-    ranked: HashMap<String, Vec<String>>,
+    ranked: foldhash::HashMap<String, Vec<String>>,
     /// Each token's facts in the partition, when first read.
-    rows: HashMap<String, Vec<u64>>,
+    rows: foldhash::HashMap<String, Vec<u64>>,
     /// Cards read so far; `None` for facts that are not active (or were retired).
-    cards: HashMap<u64, Option<FactCard>>,
+    cards: foldhash::HashMap<u64, Option<FactCard>>,
     /// What a batch read ahead for this observe, when it is of this partition.
     pre: Option<Prefetch>,
 }
@@ -198,9 +198,9 @@ impl NearFacts {
             pre.as_ref().map_or((0, 0, 0), |p| (p.ranked.len(), p.rows.len(), p.cards.len()));
         Self {
             part,
-            ranked: HashMap::with_capacity(texts),
-            rows: HashMap::with_capacity(tokens),
-            cards: HashMap::with_capacity(cards),
+            ranked: foldhash::HashMap::with_capacity_and_hasher(texts, Default::default()),
+            rows: foldhash::HashMap::with_capacity_and_hasher(tokens, Default::default()),
+            cards: foldhash::HashMap::with_capacity_and_hasher(cards, Default::default()),
             pre,
         }
     }
