@@ -157,7 +157,8 @@ pub(crate) struct Carry {
     token_sets: HashMap<u64, TokenSet>,
 }
 
-/// A set of tokens derived from an entry's content, shared without copying.
+/// A set of tokens derived from an entry's content, as their hashes, shared
+/// without copying.
 pub(crate) type TokenSet = std::sync::Arc<crate::text::TokenHashes>;
 
 /// Buffered posting changes at which a transaction writes them out before its

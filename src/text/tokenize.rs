@@ -1,8 +1,9 @@
 //! soul-protocol 0.4.0's `search.tokenize`, its synonym groups and `relevance_score`.
 
-use super::TokenHashes;
 use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock};
+
+use super::TokenHashes;
 
 /// Version of the tokenizer's output; stored with the schema.
 pub const TOKENIZER_VERSION: u32 = 2;
@@ -97,9 +98,9 @@ pub fn tokenize_dedup(text: &str) -> BTreeSet<String> {
 }
 
 /// [`tokenize_dedup`] of a stored fact's text, as [`TokenHashes`], from a
-/// per-thread memo: the
-/// contradiction check compares each new text with the same facts of its user
-/// observe after observe, and hashing a text costs far less than tokenizing it.
+/// per-thread memo: the contradiction check compares each new text with the
+/// same facts of its user observe after observe, and hashing a text costs far
+/// less than tokenizing it.
 /// Bounded: cleared when it holds `DEDUP_MEMO_MAX` texts (longer texts than
 /// `DEDUP_MEMO_TEXT_MAX` bytes are not memoized).
 #[must_use]

@@ -71,7 +71,8 @@ pub fn dedup_tokens(text: &str) -> BTreeSet<String> {
 }
 
 /// [`dedup_tokens`] of a stored fact's text, which comes back as a candidate
-/// observe after observe: from a per-thread memo
+/// observe after observe, as [`TokenHashes`] (compared with
+/// [`similarity_hashes`]): from a per-thread memo
 /// ([`crate::text::tokenize_dedup_memo`]).
 #[must_use]
 pub fn stored_tokens(text: &str) -> Arc<TokenHashes> {

@@ -30,6 +30,7 @@ use crate::memory::{Durability, Memory, Settings};
 use crate::model::{MemoryEntry, MemoryType, SignificanceScore, SomaticMarker, Timestamp, time};
 use crate::storage::graph::EdgeRecord;
 use crate::storage::{TokenSet, Writer, schema};
+use crate::text::TokenHashes;
 use crate::{DEFAULT_DOMAIN, Profile};
 
 /// Who and where an exchange belongs to.
@@ -323,7 +324,7 @@ fn store_episode(
     sig: &significance::Significance,
     context: Option<&str>,
     terms: Option<Vec<String>>,
-    novelty: Option<crate::text::TokenHashes>,
+    novelty: Option<TokenHashes>,
 ) -> Result<String> {
     let content = significance::episodic_content(user, agent);
     let mut e = MemoryEntry::new(MemoryType::Episodic, content.clone());
@@ -362,7 +363,7 @@ pub(crate) struct Analysis {
     episode_terms: Option<Vec<String>>,
     /// That episode's novelty tokens ([`significance::recent_tokens`]), which the
     /// batch's later exchanges compare themselves with (batches only).
-    episode_novelty: Option<crate::text::TokenHashes>,
+    episode_novelty: Option<TokenHashes>,
     /// Whether the user text can contradict a fact
     /// ([`contradiction::may_contradict`]): when not, the raw-text check (step
     /// 4d) looks up no candidates.
@@ -391,7 +392,7 @@ impl Analysis {
             episode_terms: episode.as_deref().map(crate::text::index_terms),
             episode_novelty: episode
                 .as_deref()
-                .map(|e| crate::text::TokenHashes::from(&significance::recent_tokens(e))),
+                .map(|e| TokenHashes::from(&significance::recent_tokens(e))),
             raw_may_contradict: contradiction::may_contradict(user, profile),
             near: None,
         }
@@ -481,7 +482,7 @@ fn observe_analysed(
 
     // 1-2. Sentiment (above) and significance.
     let recent = recent_episodes(w)?;
-    let recent_refs: Vec<&crate::text::TokenHashes> = recent.iter().map(|s| s.as_ref()).collect();
+    let recent_refs: Vec<&TokenHashes> = recent.iter().map(|s| s.as_ref()).collect();
     let sig = significance::assess_signals(&signals, &somatic, &recent_refs);
     let mut significant = sig.is_significant;
 
