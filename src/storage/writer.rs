@@ -13,7 +13,7 @@ use super::{CorpusStats, doc_terms, meta_keys, postings, query, tail};
 use crate::Profile;
 use crate::error::{Error, Result};
 use crate::model::{MemoryEntry, SelfModel, time};
-use crate::text::TOKENIZER_VERSION;
+use crate::text::{TOKENIZER_VERSION, TokenHashes};
 
 type Str = &'static str;
 type Bytes = &'static [u8];
@@ -159,7 +159,7 @@ pub(crate) struct Carry {
 
 /// A set of tokens derived from an entry's content, as their hashes, shared
 /// without copying.
-pub(crate) type TokenSet = std::sync::Arc<crate::text::TokenHashes>;
+pub(crate) type TokenSet = std::sync::Arc<TokenHashes>;
 
 /// Buffered posting changes at which a transaction writes them out before its
 /// commit (about 100 MB of buffer).
@@ -368,7 +368,7 @@ impl<'t> Writer<'t> {
             // buffered postings).
             let new_docs = self.stats.next_docno.saturating_sub(self.first_new);
             if self.pending.only_adds_from(self.first_new)
-                && self.tail.len()? + new_docs <= tail::cap(self.tail_max, self.stats.docs)
+                && self.tail_fill().map(|(held, cap)| held + new_docs <= cap)?
             {
                 for (docno, doc) in self.pending.take_by_doc() {
                     let stored = encode(&doc)?;
@@ -1085,7 +1085,7 @@ impl<'t> Writer<'t> {
             return Ok(Some(set.clone()));
         }
         let Some((_, content)) = self.id_and_content(docno)? else { return Ok(None) };
-        let set = TokenSet::new(crate::text::TokenHashes::from(&derive(&content)));
+        let set = TokenSet::new(TokenHashes::from(&derive(&content)));
         self.token_sets.insert(docno, set.clone());
         Ok(Some(set))
     }
@@ -1093,7 +1093,7 @@ impl<'t> Writer<'t> {
     /// Records `set` as the token set [`Writer::token_set`] derives from the content
     /// at `docno`, computed ahead by the caller (a batch derives its new episodes'
     /// sets on the analysis threads).
-    pub(crate) fn seed_token_set(&mut self, docno: u64, set: crate::text::TokenHashes) {
+    pub(crate) fn seed_token_set(&mut self, docno: u64, set: TokenHashes) {
         self.token_sets.insert(docno, TokenSet::new(set));
     }
 
