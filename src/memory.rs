@@ -1204,7 +1204,6 @@ impl Memory {
             ("posting_blocks", r.postings.len()?),
             ("posting_tail", r.tail.docs()),
             ("fact_tokens", r.fact_tokens()?.len()?),
-            ("fact_terms", r.fact_terms()?.len()?),
             ("fact_prefixes", r.prefixes()?.len()?),
             ("fact_attributes", r.attributes()?.len()?),
             ("fact_cards", r.fact_cards()?.len()?),

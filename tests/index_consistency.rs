@@ -326,12 +326,14 @@ fn strip_postings(txn: &redb::WriteTransaction, prefix: &str) {
 }
 
 /// Writes a store of `TEXTS` (with one superseded fact and one memory of another
-/// domain) as an older schema laid
-/// it out: schema 9 had no domain terms in the postings, schema 8 no
-/// superseded bitmap either, schema 7 had no owner terms in the postings but a `users` index, schema 6 no terms rows by
-/// owner either, schema 5 no last access time in the compact records, schema 4 had no fact cards either, schema 3
-/// no postings tail either (everything in blocks). `prepare` runs on the store
-/// first, as the current schema.
+/// domain) as an older schema laid it out: up to schema 12 each fact token's
+/// count of facts in `fact_terms`, schema 10 had no rowless owners' table,
+/// schema 9 no domain terms in the postings, schema 8 no superseded bitmap
+/// either, schema 7 had no owner terms in the postings but a `users` index,
+/// schema 6 no terms rows by owner either, schema 5 no last access time in the
+/// compact records, schema 4 had no fact cards either, schema 3 no postings tail
+/// either (everything in blocks). `prepare` runs on the store first, as the
+/// current schema.
 fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)) {
     {
         let mem = Memory::open(path).expect("open");
@@ -350,9 +352,25 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     }
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
-    // Schema 11 added the rowless owners (none here).
-    let rowless: redb::TableDefinition<&str, ()> = redb::TableDefinition::new("rowless_owners");
-    assert!(txn.delete_table(rowless).expect("drop rowless owners"));
+    {
+        // Up to schema 12, each fact token's count of facts, by partition.
+        let tokens: redb::Table<(&str, &str, u64), ()> =
+            txn.open_table(redb::TableDefinition::new("fact_tokens")).expect("tokens");
+        let mut counts: redb::Table<(&str, &str), u64> =
+            txn.open_table(redb::TableDefinition::new("fact_terms")).expect("counts");
+        for row in tokens.range::<(&str, &str, u64)>(..).expect("rows") {
+            let (k, _) = row.expect("row");
+            let (part, token, _) = k.value();
+            let n = counts.get((part, token)).expect("get").map_or(0, |v| v.value());
+            counts.insert((part, token), n + 1).expect("insert");
+        }
+        assert!(counts.len().expect("len") > 0);
+    }
+    if version < 11 {
+        // Schema 11 added the rowless owners (none here).
+        let rowless: redb::TableDefinition<&str, ()> = redb::TableDefinition::new("rowless_owners");
+        assert!(txn.delete_table(rowless).expect("drop rowless owners"));
+    }
     if version < 10 {
         // Schema 10 added the domain terms' postings (all in blocks here).
         strip_postings(&txn, soulmem::storage::keys::DOMAIN_TERM_PREFIX);
@@ -406,7 +424,7 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     txn.commit().expect("commit");
 }
 
-/// Schema-3 to 10 stores open as schema 12: an empty postings tail that the next
+/// Schema-3 to 12 stores open as schema 13: an empty postings tail that the next
 /// small write starts, a card for every active fact, which dedup reads, compact
 /// records that hold the access metadata, each memory's terms row, which a
 /// `user_id`-filtered recall scores, its owner and domain terms' postings
@@ -415,7 +433,7 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
 /// rowless owners' table (empty: no owner here is past the cap).
 #[test]
 fn older_schemas_are_upgraded_on_open() {
-    for version in [3u32, 4, 5, 6, 7, 8, 9, 10] {
+    for version in 3u32..=12 {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(format!("v{version}.redb"));
         old_store(&path, version, |_| {});
@@ -453,9 +471,10 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
-        assert_eq!(schema_of(&path), 12);
+        assert_eq!(schema_of(&path), 13);
         let names = table_names(&path);
         assert!(!names.iter().any(|n| n == "users"), "schema {version}: {names:?}");
+        assert!(!names.iter().any(|n| n == "fact_terms"), "schema {version}: {names:?}");
         assert!(names.iter().any(|n| n == "rowless_owners"), "schema {version}: {names:?}");
     }
 }
@@ -535,7 +554,7 @@ fn a_schema_11_store_drops_the_tail_memories_rows() {
     let hits = mem.recall(&q).expect("recall");
     assert_eq!(hits.memories.first().map(|m| m.id.as_str()), Some(kayak.as_str()));
     drop(mem);
-    assert_eq!(schema_of(&path), 12);
+    assert_eq!(schema_of(&path), 13);
 }
 
 /// A schema-5 store's access metadata survives the upgrade exactly: counts,
@@ -609,7 +628,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
     let mem = Memory::open(&path).expect("upgraded despite the damage");
     assert!(!mem.check(|_| {}).expect("check").is_ok(), "the damage is reported");
     drop(mem);
-    assert_eq!(schema_of(&path), 12);
+    assert_eq!(schema_of(&path), 13);
     let names = table_names(&path);
     assert!(!names.iter().any(|n| n.contains("ghost")), "{names:?}");
 }

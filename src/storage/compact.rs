@@ -24,8 +24,8 @@ use redb::{Key, ReadableTable, ReadableTableMetadata, TableDefinition, TableHand
 
 use super::Store;
 use super::schema::{
-    ATTRIBUTES, ENTITIES, FACT_CARDS, FACT_TERMS, FACT_TOKENS, GRAPH_ADJ, GRAPH_NODES, IDS,
-    IMPORTANCE, LAYER_ORDER, POSTINGS, PREFIXES, USER_TERMS,
+    ATTRIBUTES, ENTITIES, FACT_CARDS, FACT_TOKENS, GRAPH_ADJ, GRAPH_NODES, IDS, IMPORTANCE,
+    LAYER_ORDER, POSTINGS, PREFIXES, USER_TERMS,
 };
 use crate::Profile;
 use crate::error::{Error, Result};
@@ -76,7 +76,6 @@ impl Store {
             repack_table(&txn, USER_TERMS, progress)?,
             repack_table(&txn, POSTINGS, progress)?,
             repack_table(&txn, FACT_TOKENS, progress)?,
-            repack_table(&txn, FACT_TERMS, progress)?,
             repack_table(&txn, FACT_CARDS, progress)?,
             repack_table(&txn, PREFIXES, progress)?,
             repack_table(&txn, ATTRIBUTES, progress)?,

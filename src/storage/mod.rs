@@ -467,6 +467,10 @@ impl Store {
                         // Schema 12 keeps no terms rows for memories in the tail.
                         rebuild::upgrade_to_12(&db)?;
                     }
+                    if found < 13 {
+                        // Schema 13 keeps no fact-token counts.
+                        rebuild::upgrade_to_13(&db)?;
+                    }
                 }
                 profile
             }

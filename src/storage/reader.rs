@@ -35,7 +35,6 @@ pub struct Reader {
     pub(crate) docs: ReadOnlyTable<u64, Bytes>,
     pub(crate) postings: ReadOnlyTable<(Str, u64), Bytes>,
     fact_tokens: OnceLock<ReadOnlyTable<(Str, Str, u64), ()>>,
-    fact_terms: OnceLock<ReadOnlyTable<(Str, Str), u64>>,
     prefixes: OnceLock<ReadOnlyTable<FactKey, ()>>,
     attributes: OnceLock<ReadOnlyTable<FactKey, ()>>,
     fact_cards: OnceLock<ReadOnlyTable<(Str, u64), Bytes>>,
@@ -102,7 +101,6 @@ impl Reader {
             docs: txn.open_table(DOCS)?,
             postings: txn.open_table(POSTINGS)?,
             fact_tokens: OnceLock::new(),
-            fact_terms: OnceLock::new(),
             prefixes: OnceLock::new(),
             attributes: OnceLock::new(),
             fact_cards: OnceLock::new(),
@@ -188,11 +186,6 @@ impl Reader {
     /// The fact-token index.
     pub(crate) fn fact_tokens(&self) -> Result<&ReadOnlyTable<(Str, Str, u64), ()>> {
         self.lazy(&self.fact_tokens, FACT_TOKENS)
-    }
-
-    /// The fact-token document frequencies.
-    pub(crate) fn fact_terms(&self) -> Result<&ReadOnlyTable<(Str, Str), u64>> {
-        self.lazy(&self.fact_terms, FACT_TERMS)
     }
 
     /// The fact-prefix index.

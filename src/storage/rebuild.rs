@@ -598,6 +598,22 @@ pub(crate) fn upgrade_to_12(db: &redb::Database) -> Result<()> {
     Ok(())
 }
 
+/// Upgrades a schema-12 store to schema 13, in one transaction: deletes the
+/// `fact_terms` counts, which nothing reads since the near-fact lookups rank a
+/// text's tokens by their `fact_tokens` rows. The version changes because a
+/// schema-12 binary would rank by the missing counts (no wrong answer, but
+/// `check` would report every count missing) and keep counts from then on.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn upgrade_to_13(db: &redb::Database) -> Result<()> {
+    let txn = db.begin_write()?;
+    txn.delete_table(FACT_TERMS)?;
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, 13u32.to_le_bytes().as_slice())?;
+    txn.commit()?;
+    Ok(())
+}
+
 /// Writes each entry's access metadata, which its compact record holds since
 /// schema 6, into the entry row, so that rebuilding the records from the entries
 /// keeps it. A record that is missing or cannot be decoded leaves its entry as it

@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 12;
+pub const SCHEMA_VERSION: u32 = 13;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -49,7 +49,9 @@ pub const CONTEXT: TableDefinition<u64, &str> = TableDefinition::new("context");
 /// the facts of one user and domain.
 pub const FACT_TOKENS: TableDefinition<(&str, &str, u64), ()> = TableDefinition::new("fact_tokens");
 
-/// `(partition, dedup token) → number of active facts of the partition containing it`.
+/// `(partition, dedup token) → number of active facts of the partition containing
+/// it`, until schema 13 (whose near-fact lookups rank a text's tokens by reading
+/// their [`FACT_TOKENS`] rows in step): dropped by the upgrade to schema 13.
 pub const FACT_TERMS: TableDefinition<(&str, &str), u64> = TableDefinition::new("fact_terms");
 
 /// `(partition, docno) → record` ([`super::keys::FactCard`]): each active semantic

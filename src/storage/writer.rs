@@ -27,7 +27,6 @@ pub struct Writer<'t> {
     pub(crate) docs: Table<'t, u64, Bytes>,
     postings: Table<'t, (Str, u64), Bytes>,
     pub(crate) fact_tokens: Table<'t, (Str, Str, u64), ()>,
-    pub(crate) fact_terms: Table<'t, (Str, Str), u64>,
     pub(crate) prefixes: Table<'t, (Str, Str, Str, u64), ()>,
     pub(crate) attributes: Table<'t, (Str, Str, Str, u64), ()>,
     pub(crate) fact_cards: Table<'t, (Str, u64), Bytes>,
@@ -286,7 +285,6 @@ impl<'t> Writer<'t> {
             docs: txn.open_table(DOCS)?,
             postings: txn.open_table(POSTINGS)?,
             fact_tokens: txn.open_table(FACT_TOKENS)?,
-            fact_terms: txn.open_table(FACT_TERMS)?,
             prefixes: txn.open_table(PREFIXES)?,
             attributes: txn.open_table(ATTRIBUTES)?,
             fact_cards: txn.open_table(FACT_CARDS)?,
@@ -618,7 +616,7 @@ impl<'t> Writer<'t> {
         mut entries: Vec<MemoryEntry>,
         keys: &[IndexKeys],
     ) -> Result<Vec<u64>> {
-        use std::collections::{HashMap, HashSet};
+        use std::collections::HashSet;
         if entries.len() != keys.len() {
             return Err(Error::Storage("insert_many: one key set per entry".into()));
         }
@@ -667,7 +665,7 @@ impl<'t> Writer<'t> {
             .iter()
             .map(|e| schema::fact_partition(e.user_id.as_deref(), &e.domain))
             .collect();
-        let mut ftok: HashMap<(&str, &str), Vec<u64>> = HashMap::new();
+        let mut ftok: Vec<(&str, &str, u64)> = Vec::new();
         let mut cards: Vec<((&str, u64), Vec<u8>)> = Vec::new();
         let mut slots: Vec<(&str, &str, &str, u64)> = Vec::new();
         let mut attrs: Vec<(&str, &str, &str, u64)> = Vec::new();
@@ -676,7 +674,7 @@ impl<'t> Writer<'t> {
         let mut order: Vec<(&str, u64)> = Vec::new();
         for (((e, k), &d), part) in rows.clone().zip(&parts) {
             for t in &k.fact_tokens {
-                ftok.entry((part.as_str(), t.as_str())).or_default().push(d);
+                ftok.push((part.as_str(), t.as_str(), d));
             }
             if let Some(card) = &k.card {
                 cards.push(((part.as_str(), d), encode(card)?));
@@ -696,21 +694,12 @@ impl<'t> Writer<'t> {
             imp.push((e.layer.as_str(), e.importance, time::to_micros(&e.created_at), d));
             order.push((e.layer.as_str(), d));
         }
-        let mut ftok: Vec<((&str, &str), Vec<u64>)> = ftok.into_iter().collect();
-        ftok.sort_unstable_by_key(|(k, _)| *k);
-        for ((part, t), list) in &ftok {
-            for &d in list {
-                self.fact_tokens.insert((*part, *t, d), ())?;
-            }
+        ftok.sort_unstable();
+        for &(part, t, d) in &ftok {
+            self.fact_tokens.insert((part, t, d), ())?;
             if let Some(c) = &mut self.fact_changes {
-                for &d in list {
-                    c.note_rows(part, [*t], d, true);
-                }
+                c.note_rows(part, [t], d, true);
             }
-        }
-        for (k, list) in &ftok {
-            let cur = self.fact_terms.get(*k)?.map_or(0, |v| v.value());
-            self.fact_terms.insert(*k, cur + list.len() as u64)?;
         }
         drop(ftok);
         cards.sort_unstable_by_key(|(k, _)| *k);
@@ -849,7 +838,6 @@ impl<'t> Writer<'t> {
             let part = schema::fact_partition(e.user_id.as_deref(), &e.domain);
             for tok in &keys.fact_tokens {
                 self.fact_tokens.insert((part.as_str(), tok.as_str(), docno), ())?;
-                bump2(&mut self.fact_terms, &part, tok, 1)?;
             }
             if let Some(card) = &keys.card {
                 self.fact_cards.insert((part.as_str(), docno), encode(card)?.as_slice())?;
@@ -911,7 +899,6 @@ impl<'t> Writer<'t> {
             let part = schema::fact_partition(e.user_id.as_deref(), &e.domain);
             for tok in &keys.fact_tokens {
                 self.fact_tokens.remove((part.as_str(), tok.as_str(), docno))?;
-                bump2(&mut self.fact_terms, &part, tok, -1)?;
             }
             if keys.card.is_some() {
                 self.fact_cards.remove((part.as_str(), docno))?;
@@ -1190,21 +1177,6 @@ impl<'t> Writer<'t> {
     pub fn entry_table_names(&self) -> Result<Vec<String>> {
         Ok(schema::entry_table_names(self.txn.list_tables()?))
     }
-}
-
-fn bump2(table: &mut Table<'_, (Str, Str), u64>, part: &str, key: &str, delta: i64) -> Result<()> {
-    let cur = table.get((part, key))?.map_or(0, |v| v.value());
-    let next = if delta >= 0 {
-        cur + delta.unsigned_abs()
-    } else {
-        cur.saturating_sub(delta.unsigned_abs())
-    };
-    if next == 0 {
-        table.remove((part, key))?;
-    } else {
-        table.insert((part, key), next)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -5,17 +5,20 @@
 //! times: the pre-filter (similarity 0.5), dedup (0.6) and the contradiction check
 //! (0.3), and once more for the raw user text when it may contradict a fact
 //! ([`contradiction::may_contradict`]). Each ask is a prefix-filtering probe
-//! ([`dedup::probe_tokens`]): a prefix of the text's dedup tokens ranked by document
-//! frequency, the `fact_tokens` rows of those tokens, then the cards of the facts
-//! found. [`NearFacts`] ranks each text once, reads each token's rows and each card
-//! at most once per observe, and answers every threshold from the same ranking (a
-//! lower threshold reads a longer prefix of it).
+//! ([`dedup::probe_tokens`]): a prefix of the text's dedup tokens ranked by how
+//! many facts of the partition hold them, the `fact_tokens` rows of those tokens,
+//! then the cards of the facts found. The ranking counts no rows ahead: [`rank`]
+//! reads the tokens' rows in step until the rarest ones have ended (schema 13;
+//! until then the writer kept a count per token in `fact_terms`). [`NearFacts`]
+//! ranks each text once, reads each token's rows and each card at most once per
+//! observe, and answers every threshold from the same ranking (a lower threshold
+//! reads a longer prefix of it).
 //!
 //! Why the answers stay the same as fresh lookups:
 //! - The pre-filter asks before the observe writes any fact, so it gets exactly
 //!   what a fresh lookup would.
 //! - Later asks may use a ranking made before this observe's own facts changed some
-//!   document frequencies. Prefix filtering holds for any order of the tokens (a
+//!   tokens' row counts, or one that left out a token remembered as common. Prefix filtering holds for any order of the tokens (a
 //!   fact reaching the threshold misses at most `a - k` of the `a` tokens, so it
 //!   holds one of any `a - k + 1`), so every fact that can reach the threshold is
 //!   still found; the others cannot change a dedup decision or a contradiction (see
@@ -57,14 +60,136 @@ pub(super) fn facts_order(a: &(u8, i64, u64), b: &(u8, i64, u64)) -> std::cmp::O
     b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2))
 }
 
-/// `text`'s dedup tokens, rarest first by their document frequency in `part`
-/// (as `terms` holds them).
+/// A text's dedup tokens as a probe reads them.
+#[derive(Debug)]
+struct Ranked {
+    /// How many dedup tokens the text has.
+    tokens: usize,
+    /// The rarest of them, fewest facts in the partition first (ties by token), as
+    /// many as a probe at the threshold they were ranked for reads.
+    rarest: Vec<String>,
+}
+
+/// Tokens with their facts' docnos, as [`rank`] read them.
+type TokenRows = Vec<(String, Vec<u64>)>;
+
+/// Rows from which [`rank`] remembers a token as common in its partition.
+const COMMON_ROWS: usize = 256;
+
+/// Tokens [`COMMON`] remembers at most; past it, it starts afresh.
+const COMMON_CAP: usize = 1 << 16;
+
+/// The common tokens [`rank`] found: partition → token → how many facts it last
+/// found (or, for a token it stopped reading, at least found) holding it. Only a
+/// hint: any order of a text's tokens finds every fact near it (see the module
+/// docs), so a stale or foreign count can make a lookup read more rows, never
+/// miss one.
+#[derive(Default)]
+struct Common {
+    by_part: foldhash::HashMap<String, foldhash::HashMap<String, usize>>,
+    /// Tokens held, over all partitions.
+    len: usize,
+}
+
+thread_local! {
+    /// Each thread's [`Common`].
+    static COMMON: std::cell::RefCell<Common> = std::cell::RefCell::new(Common::default());
+}
+
+/// Ranks `text`'s dedup tokens by their number of facts in `part` (as `tokens`
+/// holds them), as far as a probe at `threshold` reads, and returns each ranked
+/// token's facts (by docno) with the ranking.
+///
+/// A probe reads all of a text's tokens but the most common ones (at the
+/// contradiction check's threshold, all but one). The rows of the tokens are
+/// read in step, one row of each at a time: the tokens whose rows end at step
+/// `r` hold `r` facts, so once enough of them have ended they are exactly the
+/// rarest ones, and the tokens left out were read no further than the longest
+/// of those. No count has to be kept up to date by the writer. Tokens found
+/// common ([`COMMON_ROWS`] facts or more) are remembered per thread and left out
+/// without being read, most common first, when a probe leaves tokens out.
 fn rank(
-    terms: &impl ReadableTable<(&'static str, &'static str), u64>,
+    tokens: &impl ReadableTable<(&'static str, &'static str, u64), ()>,
     part: &str,
     text: &str,
-) -> Vec<String> {
-    dedup::ranked_tokens(text, |t| terms.get((part, t)).ok().flatten().map_or(0, |v| v.value()))
+    threshold: f64,
+) -> Result<(Ranked, TokenRows)> {
+    let all = dedup::dedup_tokens(text);
+    let want = dedup::probe_len(all.len(), threshold).min(all.len());
+    let mut ended: Vec<(&String, Vec<u64>)> = Vec::with_capacity(all.len());
+    if want > 0 {
+        let mut known: Vec<(usize, &String)> = COMMON.with_borrow(|c| match c.by_part.get(part) {
+            Some(counts) => {
+                all.iter().filter_map(|t| counts.get(t.as_str()).map(|&n| (n, t))).collect()
+            }
+            None => Vec::new(),
+        });
+        known.sort_unstable_by(|a, b| b.cmp(a));
+        known.truncate(all.len() - want);
+        let mut reading = Vec::with_capacity(all.len());
+        for token in all.iter().filter(|t| !known.iter().any(|(_, k)| k == t)) {
+            let rows =
+                tokens.range((part, token.as_str(), 0u64)..=(part, token.as_str(), u64::MAX))?;
+            reading.push((token, rows, Vec::new()));
+        }
+        while ended.len() < want {
+            let mut i = 0;
+            while i < reading.len() {
+                match reading[i].1.next() {
+                    Some(row) => {
+                        let docno = row?.0.value().2;
+                        reading[i].2.push(docno);
+                        i += 1;
+                    }
+                    None => {
+                        let (token, _, found) = reading.swap_remove(i);
+                        ended.push((token, found));
+                    }
+                }
+            }
+        }
+        let read = ended.iter().map(|(t, f)| (t.as_str(), f.len(), true));
+        remember(part, read.chain(reading.iter().map(|(t, _, f)| (t.as_str(), f.len(), false))));
+        ended.sort_unstable_by(|a, b| a.1.len().cmp(&b.1.len()).then_with(|| a.0.cmp(b.0)));
+        ended.truncate(want);
+    }
+    let rarest = ended.iter().map(|(t, _)| (*t).clone()).collect();
+    let read = ended.into_iter().map(|(t, found)| (t.clone(), found)).collect();
+    Ok((Ranked { tokens: all.len(), rarest }, read))
+}
+
+/// Notes in [`COMMON`] the tokens of `part` read to `rows` rows that are common,
+/// and forgets those that no longer are. `all` tells whether `rows` are all of a
+/// token's facts or the first of them (which can only raise its count).
+fn remember<'a>(part: &str, read: impl Iterator<Item = (&'a str, usize, bool)>) {
+    COMMON.with_borrow_mut(|c| {
+        for (token, rows, all) in read {
+            if rows >= COMMON_ROWS {
+                if c.len >= COMMON_CAP {
+                    *c = Common::default();
+                }
+                match c.by_part.get_mut(part) {
+                    Some(counts) => match counts.get_mut(token) {
+                        Some(n) => *n = if all { rows } else { rows.max(*n) },
+                        None => {
+                            counts.insert(token.to_owned(), rows);
+                            c.len += 1;
+                        }
+                    },
+                    None => {
+                        let counts = [(token.to_owned(), rows)].into_iter().collect();
+                        c.by_part.insert(part.to_owned(), counts);
+                        c.len += 1;
+                    }
+                }
+            } else if all
+                && let Some(counts) = c.by_part.get_mut(part)
+                && counts.remove(token).is_some()
+            {
+                c.len -= 1;
+            }
+        }
+    });
 }
 
 /// The facts holding `token` in `part` (as `tokens` holds them), by docno.
@@ -100,7 +225,6 @@ const LOWEST_THRESHOLD: f64 = contradiction::SIMILARITY_THRESHOLD;
 
 /// The fact-index tables of a read snapshot.
 pub(crate) struct SnapshotTables {
-    terms: ReadOnlyTable<(&'static str, &'static str), u64>,
     tokens: ReadOnlyTable<(&'static str, &'static str, u64), ()>,
     cards: ReadOnlyTable<(&'static str, u64), &'static [u8]>,
 }
@@ -112,7 +236,6 @@ impl SnapshotTables {
     /// Storage errors (a table missing from the snapshot included).
     pub(crate) fn open(snapshot: &ReadTransaction) -> Result<Self> {
         Ok(Self {
-            terms: snapshot.open_table(schema::FACT_TERMS)?,
             tokens: snapshot.open_table(schema::FACT_TOKENS)?,
             cards: snapshot.open_table(schema::FACT_CARDS)?,
         })
@@ -125,8 +248,8 @@ impl SnapshotTables {
 pub(crate) struct Prefetch {
     /// The partition read.
     part: String,
-    /// Each text's dedup tokens ranked by the snapshot's document frequencies.
-    ranked: foldhash::HashMap<String, Vec<String>>,
+    /// Each text's dedup tokens ranked by the snapshot's rows.
+    ranked: foldhash::HashMap<String, Ranked>,
     /// The snapshot's rows of each token read.
     rows: foldhash::HashMap<String, Vec<u64>>,
     /// The snapshot's card of each docno in those rows (`None`: no card).
@@ -152,19 +275,14 @@ impl Prefetch {
             if pre.ranked.contains_key(text) {
                 continue;
             }
-            let ranked = rank(&t.terms, p, text);
-            let take = dedup::probe_len(ranked.len(), LOWEST_THRESHOLD).min(ranked.len());
-            for token in &ranked[..take] {
-                if pre.rows.contains_key(token) {
-                    continue;
-                }
-                let found = token_rows(&t.tokens, p, token)?;
+            let (ranked, read) = rank(&t.tokens, p, text, LOWEST_THRESHOLD)?;
+            for (token, found) in read {
                 for &d in &found {
                     if let std::collections::hash_map::Entry::Vacant(slot) = pre.cards.entry(d) {
                         slot.insert(card(&t.cards, p, d)?);
                     }
                 }
-                pre.rows.insert(token.clone(), found);
+                pre.rows.entry(token).or_insert(found);
             }
             pre.ranked.insert(text.to_owned(), ranked);
         }
@@ -178,7 +296,7 @@ pub(super) struct NearFacts {
     /// The `(user, domain)` fact partition.
     part: String,
     /// Each text's dedup tokens, rarest first.
-    ranked: foldhash::HashMap<String, Vec<String>>,
+    ranked: foldhash::HashMap<String, Ranked>,
     /// Each token's facts in the partition, when first read.
     rows: foldhash::HashMap<String, Vec<u64>>,
     /// Cards read so far; `None` for facts that are not active (or were retired).
@@ -233,16 +351,29 @@ impl NearFacts {
         extra: impl IntoIterator<Item = u64>,
         exclude: &HashSet<u64>,
     ) -> Result<Vec<Fact>> {
-        if !self.ranked.contains_key(text) {
-            let ranked =
-                match Self::ahead(&mut self.pre, w).and_then(|(pre, _)| pre.ranked.remove(text)) {
-                    Some(r) => r,
-                    None => rank(&w.fact_terms, &self.part, text),
-                };
+        let reads = |r: &Ranked| dedup::probe_len(r.tokens, threshold).min(r.tokens);
+        if self.ranked.get(text).is_none_or(|r| reads(r) > r.rarest.len()) {
+            let ahead = Self::ahead(&mut self.pre, w).and_then(|(pre, _)| pre.ranked.remove(text));
+            let ranked = match ahead {
+                Some(r) if reads(&r) <= r.rarest.len() => r,
+                // Not read ahead, or ranked for a higher threshold than this one
+                // (which observes never ask for).
+                _ => {
+                    let at = threshold.min(LOWEST_THRESHOLD);
+                    let (ranked, read) = rank(&w.fact_tokens, &self.part, text, at)?;
+                    // Read in the transaction: as current as any rows kept.
+                    for (token, found) in read {
+                        self.rows.entry(token).or_insert(found);
+                    }
+                    ranked
+                }
+            };
             self.ranked.insert(text.to_owned(), ranked);
         }
-        let ranked = self.ranked.get(text).map_or(&[][..], Vec::as_slice);
-        let take = dedup::probe_len(ranked.len(), threshold);
+        let (ranked, take) = match self.ranked.get(text) {
+            Some(r) => (r.rarest.as_slice(), reads(r)),
+            None => (&[][..], 0),
+        };
         let mut docnos: BTreeSet<u64> = extra.into_iter().collect();
         #[cfg(test)]
         if tests::BRUTE_FORCE.get() {
@@ -253,7 +384,7 @@ impl NearFacts {
             }
             self.cards.clear();
         }
-        for token in &ranked[..take.min(ranked.len())] {
+        for token in &ranked[..take] {
             if !self.rows.contains_key(token) {
                 let (p, t) = (self.part.as_str(), token.as_str());
                 let found = match Self::ahead(&mut self.pre, w)
@@ -327,6 +458,7 @@ mod tests {
 
     use proptest::prelude::*;
 
+    use crate::write::dedup;
     use crate::write::observe::{ObserveOptions, ObserveReport};
     use crate::{FixedClock, Memory, Profile, model::time};
 
@@ -449,6 +581,111 @@ mod tests {
         }
         out.extend(facts_state(&mem));
         out
+    }
+
+    /// Words that are their own dedup tokens.
+    const WORDS: &[&str] = &["alpine", "bakery", "canyon", "dolphin", "ember", "falcon", "glacier"];
+
+    /// A `fact_tokens`-shaped table in memory holding `counts[i]` facts of
+    /// `WORDS[i]` in partition "p" (and as many in partition "q"), passed to `f`.
+    fn with_rows<R>(
+        counts: &[usize],
+        f: impl FnOnce(&redb::Table<'_, (&'static str, &'static str, u64), ()>) -> R,
+    ) -> R {
+        let table: redb::TableDefinition<(&str, &str, u64), ()> =
+            redb::TableDefinition::new("tokens");
+        let db = redb::Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .expect("db");
+        let txn = db.begin_write().expect("txn");
+        let mut t = txn.open_table(table).expect("table");
+        for (i, (word, &n)) in WORDS.iter().zip(counts).enumerate() {
+            for k in 0..n {
+                t.insert(("p", *word, (k * 7 + i) as u64), ()).expect("row");
+                // The same token in another partition is not counted.
+                t.insert(("q", *word, k as u64), ()).expect("row");
+            }
+        }
+        f(&t)
+    }
+
+    /// Forgets the common tokens this thread's rankings found.
+    fn forget_common() {
+        super::COMMON.with_borrow_mut(|c| *c = super::Common::default());
+    }
+
+    /// A token remembered as common is left out of a probe unread, even where
+    /// it is in fact the rarest; the tokens read are ranked by their rows, and
+    /// their rows are all there.
+    #[test]
+    fn a_token_remembered_as_common_is_not_read() {
+        forget_common();
+        let counts = [3, 5, 8, 300, 0, 0, 0];
+        with_rows(&counts, |t| {
+            let text = "alpine bakery canyon dolphin";
+            let (first, read) = super::rank(t, "p", text, 0.3).expect("rank");
+            assert_eq!(first.rarest, ["alpine", "bakery", "canyon"]);
+            assert_eq!(read.len(), 3);
+            super::COMMON.with_borrow_mut(|c| {
+                // dolphin was read to one row past canyon's 8 rows: not common.
+                assert!(c.by_part.is_empty());
+                c.by_part.entry("p".to_owned()).or_default().insert("alpine".to_owned(), 10_000);
+            });
+            let (second, read) = super::rank(t, "p", text, 0.3).expect("rank");
+            assert_eq!(second.rarest, ["bakery", "canyon", "dolphin"]);
+            assert_eq!(read[2].1, super::token_rows(t, "p", "dolphin").expect("rows"));
+            assert_eq!(read[2].1.len(), 300);
+            // dolphin, read in full, is now remembered with its count.
+            let dolphin = super::COMMON
+                .with_borrow(|c| c.by_part.get("p").and_then(|p| p.get("dolphin")).copied());
+            assert_eq!(dolphin, Some(300));
+        });
+        forget_common();
+    }
+
+    proptest! {
+        /// Ranking by reading the tokens' rows in step gives the first tokens of
+        /// the order by row count (ties by token), as far as the probe at the
+        /// threshold reads, and each one's rows in full; ranked again, with the
+        /// common tokens remembered, it still ranks the tokens it reads by their
+        /// rows and leaves out only tokens as common as any it reads.
+        #[test]
+        fn rows_read_in_step_rank_as_counts(
+            counts in prop::collection::vec(0..400usize, WORDS.len()),
+            picked in prop::collection::vec(any::<bool>(), WORDS.len()),
+            threshold in prop::sample::select(vec![0.3, 0.5, 0.6, 0.9]),
+        ) {
+            forget_common();
+            with_rows(&counts, |t| {
+                let text: Vec<&str> =
+                    WORDS.iter().zip(&picked).filter(|(_, p)| **p).map(|(w, _)| *w).collect();
+                let text = text.join(" ");
+                let count = |w: &str| WORDS.iter().position(|x| *x == w).map_or(0, |i| counts[i]);
+                let by_counts = dedup::ranked_tokens(&text, |w| count(w) as u64);
+                let take = dedup::probe_len(by_counts.len(), threshold);
+                let (ranked, read) = super::rank(t, "p", &text, threshold).expect("rank");
+                prop_assert_eq!(ranked.tokens, by_counts.len());
+                prop_assert_eq!(&ranked.rarest[..], &by_counts[..take]);
+                prop_assert_eq!(read.len(), take);
+                for (token, rows) in &read {
+                    prop_assert_eq!(rows, &super::token_rows(t, "p", token).expect("rows"));
+                }
+                let (again, read) = super::rank(t, "p", &text, threshold).expect("rank");
+                prop_assert_eq!(again.rarest.len(), take);
+                let most = again.rarest.iter().map(|w| count(w)).max().unwrap_or(0);
+                for pair in again.rarest.windows(2) {
+                    prop_assert!(count(&pair[0]) <= count(&pair[1]), "{:?}", again.rarest);
+                }
+                for left in by_counts.iter().filter(|w| !again.rarest.contains(w)) {
+                    prop_assert!(count(left) >= most, "{} left out of {:?}", left, again.rarest);
+                }
+                for (token, rows) in &read {
+                    prop_assert_eq!(rows, &super::token_rows(t, "p", token).expect("rows"));
+                }
+                Ok(())
+            })?;
+            forget_common();
+        }
     }
 
     proptest! {

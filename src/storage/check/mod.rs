@@ -63,7 +63,6 @@ struct Expected {
     docs: BTreeMap<u64, DocInfo>,
     postings: postings::Collect,
     fact_tokens: BTreeSet<(String, String, u64)>,
-    fact_terms: BTreeMap<(String, String), u64>,
     fact_cards: BTreeMap<(String, u64), super::keys::FactCard>,
     prefixes: BTreeSet<Key4>,
     attributes: BTreeSet<Key4>,
@@ -138,7 +137,6 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
             let part = super::schema::fact_partition(e.user_id.as_deref(), &e.domain);
             for t in &keys.fact_tokens {
                 exp.fact_tokens.insert((part.clone(), t.clone(), docno));
-                *exp.fact_terms.entry((part.clone(), t.clone())).or_default() += 1;
             }
             if let Some(card) = keys.card.clone() {
                 exp.fact_cards.insert((part.clone(), docno), card);
@@ -202,15 +200,6 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
         rows += 1;
     }
     docs.finish(p);
-    progress(entries + rows);
-    let mut ft = SortedDiff::map("fact_terms", std::mem::take(&mut exp.fact_terms));
-    for row in r.fact_terms()?.range::<(&str, &str)>(..)? {
-        let (k, v) = row?;
-        let (a, b) = k.value();
-        ft.got((a.to_owned(), b.to_owned()), v.value(), p);
-        rows += 1;
-    }
-    ft.finish(p);
     progress(entries + rows);
     let mut cards = SortedDiff::map("fact_cards", std::mem::take(&mut exp.fact_cards));
     for row in r.fact_cards()?.range::<(&str, u64)>(..)? {
