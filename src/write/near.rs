@@ -18,10 +18,11 @@
 //! - The pre-filter asks before the observe writes any fact, so it gets exactly
 //!   what a fresh lookup would.
 //! - Later asks may use a ranking made before this observe's own facts changed some
-//!   tokens' row counts, or one that left out a token remembered as common. Prefix filtering holds for any order of the tokens (a
-//!   fact reaching the threshold misses at most `a - k` of the `a` tokens, so it
-//!   holds one of any `a - k + 1`), so every fact that can reach the threshold is
-//!   still found; the others cannot change a dedup decision or a contradiction (see
+//!   tokens' row counts, or one that left out a token remembered as common.
+//!   Prefix filtering holds for any order of the tokens (a fact reaching the
+//!   threshold misses at most `a - k` of the `a` tokens, so it holds one of any
+//!   `a - k + 1`), so every fact that can reach the threshold is still found;
+//!   the others cannot change a dedup decision or a contradiction (see
 //!   [`super::contradiction`]'s "What the caller must supply").
 //! - Facts this observe stored are excluded by the callers, as before; facts it
 //!   superseded are dropped here ([`NearFacts::retire`]), as their cards are.
