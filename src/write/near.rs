@@ -98,8 +98,9 @@ thread_local! {
 }
 
 /// Ranks `text`'s dedup tokens by their number of facts in `part` (as `tokens`
-/// holds them), as far as a probe at `threshold` reads, and returns each ranked
-/// token's facts (by docno) with the ranking.
+/// holds them), as far as a probe at `threshold` reads, and returns the rows
+/// (docnos) of each ranked token it read with the ranking. The tokens in `have`
+/// are not read again: their rows there give their counts.
 ///
 /// A probe reads all of a text's tokens but the most common ones (at the
 /// contradiction check's threshold, all but one). The rows of the tokens are
@@ -114,26 +115,36 @@ fn rank(
     part: &str,
     text: &str,
     threshold: f64,
+    have: &foldhash::HashMap<String, Vec<u64>>,
 ) -> Result<(Ranked, TokenRows)> {
     let all = dedup::dedup_tokens(text);
     let want = dedup::probe_len(all.len(), threshold).min(all.len());
-    let mut ended: Vec<(&String, Vec<u64>)> = Vec::with_capacity(all.len());
+    // Each ended token with its count and, when this call read them, its rows.
+    let mut ended: Vec<(&String, usize, Option<Vec<u64>>)> = Vec::with_capacity(all.len());
     if want > 0 {
-        let mut known: Vec<(usize, &String)> = COMMON.with_borrow(|c| match c.by_part.get(part) {
+        let mut common: Vec<(usize, &String)> = COMMON.with_borrow(|c| match c.by_part.get(part) {
             Some(counts) => {
                 all.iter().filter_map(|t| counts.get(t.as_str()).map(|&n| (n, t))).collect()
             }
             None => Vec::new(),
         });
-        known.sort_unstable_by(|a, b| b.cmp(a));
-        known.truncate(all.len() - want);
+        common.sort_unstable_by(|a, b| b.cmp(a));
+        common.truncate(all.len() - want);
+        let mut known: Vec<(usize, &String)> = Vec::new();
         let mut reading = Vec::with_capacity(all.len());
-        for token in all.iter().filter(|t| !known.iter().any(|(_, k)| k == t)) {
-            let rows =
-                tokens.range((part, token.as_str(), 0u64)..=(part, token.as_str(), u64::MAX))?;
-            reading.push((token, rows, Vec::new()));
+        for token in all.iter().filter(|t| !common.iter().any(|(_, k)| k == t)) {
+            match have.get(token) {
+                Some(rows) => known.push((rows.len(), token)),
+                None => {
+                    let (t, end) = ((part, token.as_str(), 0u64), (part, token.as_str(), u64::MAX));
+                    reading.push((token, tokens.range(t..=end)?, Vec::new()));
+                }
+            }
         }
-        while ended.len() < want {
+        known.sort_unstable();
+        let mut known = known.into_iter().peekable();
+        let mut step = 0;
+        loop {
             let mut i = 0;
             while i < reading.len() {
                 match reading[i].1.next() {
@@ -144,18 +155,30 @@ fn rank(
                     }
                     None => {
                         let (token, _, found) = reading.swap_remove(i);
-                        ended.push((token, found));
+                        ended.push((token, found.len(), Some(found)));
                     }
                 }
             }
+            // With nothing left to read, every known token ends now.
+            let last = if reading.is_empty() { usize::MAX } else { step };
+            while let Some((n, token)) = known.next_if(|(n, _)| *n <= last) {
+                ended.push((token, n, None));
+            }
+            if ended.len() >= want {
+                break;
+            }
+            step += 1;
         }
-        let read = ended.iter().map(|(t, f)| (t.as_str(), f.len(), true));
-        remember(part, read.chain(reading.iter().map(|(t, _, f)| (t.as_str(), f.len(), false))));
-        ended.sort_unstable_by(|a, b| a.1.len().cmp(&b.1.len()).then_with(|| a.0.cmp(b.0)));
+        // What is now known of each token: the counts of those that ended and of
+        // those the caller has, the first rows of those still being read.
+        let exact = ended.iter().map(|(t, n, _)| (t.as_str(), *n, true));
+        let exact = exact.chain(known.map(|(n, t)| (t.as_str(), n, true)));
+        remember(part, exact.chain(reading.iter().map(|(t, _, f)| (t.as_str(), f.len(), false))));
+        ended.sort_unstable_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
         ended.truncate(want);
     }
-    let rarest = ended.iter().map(|(t, _)| (*t).clone()).collect();
-    let read = ended.into_iter().map(|(t, found)| (t.clone(), found)).collect();
+    let rarest = ended.iter().map(|(t, _, _)| (*t).clone()).collect();
+    let read = ended.into_iter().filter_map(|(t, _, f)| Some((t.clone(), f?))).collect();
     Ok((Ranked { tokens: all.len(), rarest }, read))
 }
 
@@ -276,7 +299,7 @@ impl Prefetch {
             if pre.ranked.contains_key(text) {
                 continue;
             }
-            let (ranked, read) = rank(&t.tokens, p, text, LOWEST_THRESHOLD)?;
+            let (ranked, read) = rank(&t.tokens, p, text, LOWEST_THRESHOLD, &pre.rows)?;
             for (token, found) in read {
                 for &d in &found {
                     if let std::collections::hash_map::Entry::Vacant(slot) = pre.cards.entry(d) {
@@ -361,7 +384,8 @@ impl NearFacts {
                 // (which observes never ask for).
                 _ => {
                     let at = threshold.min(LOWEST_THRESHOLD);
-                    let (ranked, read) = rank(&w.fact_tokens, &self.part, text, at)?;
+                    let part = &self.part;
+                    let (ranked, read) = rank(&w.fact_tokens, part, text, at, &self.rows)?;
                     // Read in the transaction: as current as any rows kept.
                     for (token, found) in read {
                         self.rows.entry(token).or_insert(found);
@@ -622,9 +646,10 @@ mod tests {
     fn a_token_remembered_as_common_is_not_read() {
         forget_common();
         let counts = [3, 5, 8, 300, 0, 0, 0];
+        let none = foldhash::HashMap::default();
         with_rows(&counts, |t| {
             let text = "alpine bakery canyon dolphin";
-            let (first, read) = super::rank(t, "p", text, 0.3).expect("rank");
+            let (first, read) = super::rank(t, "p", text, 0.3, &none).expect("rank");
             assert_eq!(first.rarest, ["alpine", "bakery", "canyon"]);
             assert_eq!(read.len(), 3);
             super::COMMON.with_borrow_mut(|c| {
@@ -632,7 +657,7 @@ mod tests {
                 assert!(c.by_part.is_empty());
                 c.by_part.entry("p".to_owned()).or_default().insert("alpine".to_owned(), 10_000);
             });
-            let (second, read) = super::rank(t, "p", text, 0.3).expect("rank");
+            let (second, read) = super::rank(t, "p", text, 0.3, &none).expect("rank");
             assert_eq!(second.rarest, ["bakery", "canyon", "dolphin"]);
             assert_eq!(read[2].1, super::token_rows(t, "p", "dolphin").expect("rows"));
             assert_eq!(read[2].1.len(), 300);
@@ -640,6 +665,34 @@ mod tests {
             let dolphin = super::COMMON
                 .with_borrow(|c| c.by_part.get("p").and_then(|p| p.get("dolphin")).copied());
             assert_eq!(dolphin, Some(300));
+        });
+        forget_common();
+    }
+
+    /// Tokens whose rows the caller has are not read again: their rows give
+    /// their counts, in step with the tokens read, and only the rows read are
+    /// returned.
+    #[test]
+    fn rows_the_caller_has_are_not_read_again() {
+        forget_common();
+        with_rows(&[3, 5, 8, 300, 0, 0, 0], |t| {
+            let text = "alpine bakery canyon dolphin";
+            // As the caller has them, alpine is the most common token and canyon
+            // ties with bakery (the table holds 3 and 8 rows).
+            let have: foldhash::HashMap<String, Vec<u64>> =
+                [("alpine".to_owned(), vec![1; 500]), ("canyon".to_owned(), vec![2; 5])]
+                    .into_iter()
+                    .collect();
+            let (ranked, read) = super::rank(t, "p", text, 0.3, &have).expect("rank");
+            assert_eq!(ranked.rarest, ["bakery", "canyon", "dolphin"]);
+            let read: Vec<(&str, usize)> =
+                read.iter().map(|(t, r)| (t.as_str(), r.len())).collect();
+            assert_eq!(read, [("bakery", 5), ("dolphin", 300)]);
+            // Ranked at a higher threshold (two tokens), canyon, which the caller
+            // has, ends in step with bakery.
+            let (ranked, read) = super::rank(t, "p", text, 0.6, &have).expect("rank");
+            assert_eq!(ranked.rarest, ["bakery", "canyon"]);
+            assert_eq!(read.len(), 1);
         });
         forget_common();
     }
@@ -655,23 +708,39 @@ mod tests {
             counts in prop::collection::vec(0..400usize, WORDS.len()),
             picked in prop::collection::vec(any::<bool>(), WORDS.len()),
             threshold in prop::sample::select(vec![0.3, 0.5, 0.6, 0.9]),
+            had in prop::collection::vec(any::<bool>(), WORDS.len()),
         ) {
             forget_common();
+            let none = foldhash::HashMap::default();
             with_rows(&counts, |t| {
+                // With some tokens' rows given, the same ranking, and only the
+                // others' rows read.
+                let have: foldhash::HashMap<String, Vec<u64>> = WORDS
+                    .iter()
+                    .zip(&had)
+                    .filter(|(_, h)| **h)
+                    .map(|(w, _)| ((*w).to_owned(), super::token_rows(t, "p", w).expect("rows")))
+                    .collect();
                 let text: Vec<&str> =
                     WORDS.iter().zip(&picked).filter(|(_, p)| **p).map(|(w, _)| *w).collect();
                 let text = text.join(" ");
                 let count = |w: &str| WORDS.iter().position(|x| *x == w).map_or(0, |i| counts[i]);
                 let by_counts = dedup::ranked_tokens(&text, |w| count(w) as u64);
                 let take = dedup::probe_len(by_counts.len(), threshold);
-                let (ranked, read) = super::rank(t, "p", &text, threshold).expect("rank");
+                let (ranked, read) = super::rank(t, "p", &text, threshold, &none).expect("rank");
                 prop_assert_eq!(ranked.tokens, by_counts.len());
                 prop_assert_eq!(&ranked.rarest[..], &by_counts[..take]);
                 prop_assert_eq!(read.len(), take);
                 for (token, rows) in &read {
                     prop_assert_eq!(rows, &super::token_rows(t, "p", token).expect("rows"));
                 }
-                let (again, read) = super::rank(t, "p", &text, threshold).expect("rank");
+                forget_common();
+                let (given, read) = super::rank(t, "p", &text, threshold, &have).expect("rank");
+                prop_assert_eq!(&given.rarest, &ranked.rarest);
+                let unread: Vec<&String> =
+                    ranked.rarest.iter().filter(|w| !have.contains_key(*w)).collect();
+                prop_assert_eq!(read.iter().map(|(w, _)| w).collect::<Vec<_>>(), unread);
+                let (again, read) = super::rank(t, "p", &text, threshold, &none).expect("rank");
                 prop_assert_eq!(again.rarest.len(), take);
                 let most = again.rarest.iter().map(|w| count(w)).max().unwrap_or(0);
                 for pair in again.rarest.windows(2) {
