@@ -23,7 +23,7 @@
 //! posting is dominated by a pair of its block's impacts and of its term's impacts
 //! in the term's info row (key `(term, INFO)`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use redb::{ReadableTable, Table};
 
@@ -350,7 +350,7 @@ pub struct Pending {
     /// New memories' postings in the order added (ascending docnos), each
     /// memory's terms sorted; only while `terms` is empty.
     docs: Vec<(u64, super::tail::TailDoc)>,
-    terms: HashMap<String, TermOps>,
+    terms: foldhash::HashMap<String, TermOps>,
     /// Buffered changes, all terms together.
     ops: usize,
     /// Buffered removals (a posting of a memory re-indexed or removed).
@@ -429,6 +429,25 @@ impl Pending {
         let t = self.term(term);
         t.ops.entry(docno).or_insert(Some((tf, len)));
         t.df += 1;
+    }
+
+    /// [`Pending::add_under`] of every posting of the memories `docs` (the tail
+    /// being merged), taking their terms instead of copying them, with room
+    /// made for their terms at once.
+    pub fn add_docs_under(&mut self, docs: Vec<(u64, super::tail::TailDoc)>) {
+        self.by_term();
+        let postings: usize = docs.iter().map(|(_, d)| d.terms.len()).sum();
+        // Most terms recur across memories: a third of the postings is room for
+        // the distinct ones.
+        self.terms.reserve((postings / 3).saturating_sub(self.terms.len()));
+        for (docno, doc) in docs {
+            for (term, tf) in doc.terms {
+                self.note(docno);
+                let t = self.terms.entry(term).or_default();
+                t.ops.entry(docno).or_insert(Some((tf, doc.len)));
+                t.df += 1;
+            }
+        }
     }
 
     /// Records that `docno` no longer holds `term`.
@@ -732,8 +751,9 @@ mod tests {
     }
 
     proptest! {
-        /// Memories buffered whole, with changes of every kind among them, leave
-        /// what adding each of their postings by term leaves; with only adds,
+        /// Memories buffered whole (added, or merged from the tail), with
+        /// changes of every kind among them, leave what adding each of their
+        /// postings by term leaves; with only adds,
         /// the tail rows taken are the same too (and in ascending docnos the
         /// memories stay buffered whole).
         #[test]
@@ -763,8 +783,14 @@ mod tests {
                         }
                     }
                     _ => {
+                        // A tail being merged: its memories taken whole, or
+                        // posting by posting.
+                        let doc = crate::storage::tail::TailDoc {
+                            len,
+                            terms: terms.iter().map(|(t, tf)| (t.clone(), *tf)).collect(),
+                        };
+                        whole.add_docs_under(vec![(*docno, doc)]);
                         for (t, tf) in &terms {
-                            whole.add_under(t, *docno, *tf, len);
                             each.add_under(t, *docno, *tf, len);
                         }
                     }

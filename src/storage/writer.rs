@@ -989,19 +989,15 @@ impl<'t> Writer<'t> {
     fn apply_pending(&mut self) -> Result<()> {
         let mut rows = std::mem::take(&mut self.new_rows);
         if self.tail.len()? > 0 {
-            for (docno, doc) in tail::rows(&self.tail)? {
-                for (term, tf) in &doc.terms {
-                    self.pending.add_under(term, docno, *tf, doc.len);
-                }
-                if !self.rows_removed.contains(&docno)
-                    && let std::collections::btree_map::Entry::Vacant(slot) = rows.entry(docno)
+            let docs = tail::rows(&self.tail)?;
+            for (docno, doc) in &docs {
+                if !self.rows_removed.contains(docno)
+                    && let std::collections::btree_map::Entry::Vacant(slot) = rows.entry(*docno)
                 {
-                    slot.insert((
-                        doc_terms::tail_owner(&doc)?.to_owned(),
-                        doc_terms::tail_row(&doc),
-                    ));
+                    slot.insert((doc_terms::tail_owner(doc)?.to_owned(), doc_terms::tail_row(doc)));
                 }
             }
+            self.pending.add_docs_under(docs);
             self.tail.retain(|_, _| false)?;
             self.tail_writes.merge();
         }
