@@ -753,9 +753,8 @@ mod tests {
     proptest! {
         /// Memories buffered whole (added, or merged from the tail), with
         /// changes of every kind among them, leave what adding each of their
-        /// postings by term leaves; with only adds,
-        /// the tail rows taken are the same too (and in ascending docnos the
-        /// memories stay buffered whole).
+        /// postings by term leaves; with only adds, the tail rows taken are the
+        /// same too (and in ascending docnos the memories stay buffered whole).
         #[test]
         fn memories_buffered_whole_match_postings_added_by_term(
             ops in prop::collection::vec(
