@@ -1,6 +1,7 @@
 //! A batch of observes decides as the same exchanges observed one at a time: which
 //! exchanges become episodes (significance, whose novelty compares each exchange
-//! with the newest episodes, those of the same batch included), and their facts.
+//! with the newest episodes, those of the same batch included), and their facts;
+//! and it indexes them the same way.
 
 use std::sync::Arc;
 
@@ -62,6 +63,12 @@ fn a_batch_stores_the_episodes_and_facts_single_observes_do() {
             .map(|r| (r.episodic_id.is_some(), r.facts.into_iter().map(|f| f.content).collect()))
             .collect();
         assert_eq!(batched, single, "{profile:?}");
+        // The episodes are indexed with their conversation context (the exchanges
+        // before them, all within the hour here) as the single observes index
+        // them, and as `check` derives from the stored contexts.
+        assert_eq!(many.stats().expect("stats"), one.stats().expect("stats"), "{profile:?}");
+        let report = many.check(|_| {}).expect("check");
+        assert!(report.is_ok(), "{profile:?}: {:?}", report.problems);
         let episodes = single.iter().filter(|(e, _)| *e).count();
         assert!(
             episodes > 0 && episodes < single.len(),
