@@ -168,3 +168,58 @@ impl Reader {
         Ok(t.range((node_lower, 0u64)..=(node_lower, u64::MAX))?.next().is_some())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::EdgeRecord;
+    use crate::Memory;
+
+    const NAMES: [&str; 4] = ["Ana", "ana", "Bo", "Cy"];
+    const RELATIONS: [&str; 2] = ["knows", "works_with"];
+
+    proptest! {
+        /// An edge is added unless an identical active one (same source, target and
+        /// relation, exactly) exists, as a scan of every edge decides; expired
+        /// edges, self-loops and names differing only in case included.
+        #[test]
+        fn an_edge_is_added_unless_an_identical_active_one_exists(
+            ops in proptest::collection::vec((0usize..4, 0usize..4, 0usize..2, 0u8..6), 1..40),
+        ) {
+            let mem = Memory::builder().open_in_memory().expect("store");
+            let mut oracle: Vec<EdgeRecord> = Vec::new();
+            for (s, t, r, act) in ops {
+                let edge = EdgeRecord {
+                    source: NAMES[s].into(),
+                    target: NAMES[t].into(),
+                    relation: RELATIONS[r].into(),
+                    valid_from: 0,
+                    valid_to: None,
+                    metadata: None,
+                };
+                if act == 0 {
+                    // Stored as is (as a restore does), then expired or not.
+                    let mut e = edge.clone();
+                    e.valid_to = (s % 2 == 0).then_some(1);
+                    mem.write(|w| w.graph_push_edge(&e)).expect("push");
+                    oracle.push(e);
+                    continue;
+                }
+                let same = |e: &EdgeRecord| {
+                    e.source == edge.source
+                        && e.target == edge.target
+                        && e.relation == edge.relation
+                        && e.is_active()
+                };
+                let expected = !oracle.iter().any(same);
+                let added = mem.write(|w| w.graph_add_relationship(edge.clone())).expect("add");
+                prop_assert_eq!(added, expected);
+                if expected {
+                    oracle.push(edge);
+                }
+            }
+            prop_assert_eq!(mem.read().expect("read").graph_edges().expect("edges"), oracle);
+        }
+    }
+}
