@@ -125,31 +125,13 @@ pub fn index_keys_with(
     context: Option<&str>,
     content_terms: Option<Vec<String>>,
 ) -> IndexKeys {
-    let context_terms = context.map(index_terms).unwrap_or_default();
-    index_keys_of_terms(entry, profile, content_terms, &context_terms)
-}
-
-/// [`index_keys_with`] with the context's [`index_terms`] computed ahead
-/// (`context_terms` must be `index_terms(context)`, empty without a context).
-#[must_use]
-pub fn index_keys_of_terms(
-    entry: &MemoryEntry,
-    profile: Profile,
-    content_terms: Option<Vec<String>>,
-    context_terms: &[String],
-) -> IndexKeys {
     let mut keys = IndexKeys::default();
     for t in content_terms.unwrap_or_else(|| index_terms(&entry.content)) {
         *keys.tokens.entry(t).or_insert(0) += CONTENT_UNITS;
         keys.doc_len += CONTENT_UNITS;
     }
-    for t in context_terms {
-        match keys.tokens.get_mut(t) {
-            Some(n) => *n += CONTEXT_UNITS,
-            None => {
-                keys.tokens.insert(t.clone(), CONTEXT_UNITS);
-            }
-        }
+    for t in context.map(index_terms).unwrap_or_default() {
+        *keys.tokens.entry(t).or_insert(0) += CONTEXT_UNITS;
         keys.doc_len += CONTEXT_UNITS;
     }
     if is_active_fact(entry) {

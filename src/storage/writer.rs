@@ -7,13 +7,13 @@ use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use super::codec::{decode, decode_self_model, encode, encode_self_model};
 use super::docinfo::DocInfo;
-use super::keys::{IndexKeys, OWNER_TERM_PREFIX, index_keys, index_keys_of_terms};
+use super::keys::{IndexKeys, OWNER_TERM_PREFIX, index_keys, index_keys_with};
 use super::schema::{self, *};
 use super::{CorpusStats, doc_terms, meta_keys, postings, query, tail};
 use crate::Profile;
 use crate::error::{Error, Result};
 use crate::model::{MemoryEntry, SelfModel, time};
-use crate::text::{TOKENIZER_VERSION, TokenHashes, index_terms};
+use crate::text::{TOKENIZER_VERSION, TokenHashes};
 
 type Str = &'static str;
 type Bytes = &'static [u8];
@@ -550,14 +550,11 @@ impl<'t> Writer<'t> {
         entry: MemoryEntry,
         context: Option<&str>,
     ) -> Result<u64> {
-        let context_terms = context.map(index_terms).unwrap_or_default();
-        self.insert_indexed(entry, context, &context_terms, None)
+        self.insert_indexed(entry, context, None)
     }
 
-    /// [`Writer::insert_with_context`] with the index terms of the context
-    /// (`context_terms`: `index_terms(context)`, empty without one) and possibly
-    /// of `content` computed ahead (used when the entry's normalized content is
-    /// `content`).
+    /// [`Writer::insert_with_context`] with the index terms of `content` computed
+    /// ahead: used when the entry's (normalized) content is `content`.
     ///
     /// # Errors
     /// As [`Writer::insert_with_context`].
@@ -565,10 +562,8 @@ impl<'t> Writer<'t> {
         &mut self,
         mut entry: MemoryEntry,
         context: Option<&str>,
-        context_terms: &[String],
         terms: Option<(&str, Vec<String>)>,
     ) -> Result<u64> {
-        debug_assert_eq!(context.map(index_terms).unwrap_or_default(), context_terms);
         entry.normalize();
         entry.validate().map_err(Error::InvalidMemory)?;
         schema::entry_table_name(&entry.layer, &entry.domain)?;
@@ -586,7 +581,7 @@ impl<'t> Writer<'t> {
             self.context.insert(docno, c)?;
         }
         let terms = terms.filter(|(content, _)| *content == entry.content).map(|(_, t)| t);
-        let keys = index_keys_of_terms(&entry, self.profile, terms, context_terms);
+        let keys = index_keys_with(&entry, self.profile, context, terms);
         self.add_rows(docno, &entry, &keys, Unchanged::NOTHING)?;
         let record = encode(&entry)?;
         self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;

@@ -280,75 +280,22 @@ fn recent_turns(w: &Writer<'_>, cx: &Ctx) -> Result<Vec<(i64, String)>> {
 
 /// The conversation context of the exchange being observed: the preceding turns
 /// within [`CONTEXT_WINDOW_SECS`].
-fn conversation_context(turns: &[(i64, String)], now_us: i64) -> Option<Context<'_>> {
+fn conversation_context(turns: &[(i64, String)], now_us: i64) -> Option<String> {
     let parts: Vec<&str> = turns
         .iter()
         .filter(|(t, _)| now_us - *t <= CONTEXT_WINDOW_SECS * 1_000_000 && *t <= now_us)
         .map(|(_, text)| text.as_str())
         .collect();
-    (!parts.is_empty()).then_some(Context { parts })
+    (!parts.is_empty()).then(|| parts.join("\n"))
 }
 
-/// A conversation context: its turns, oldest first (never none).
-struct Context<'a> {
-    parts: Vec<&'a str>,
-}
-
-impl Context<'_> {
-    /// The context as stored and indexed: one turn per line.
-    fn text(&self) -> String {
-        self.parts.join("\n")
-    }
-
-    /// The index terms of [`Context::text`]. A turn's terms are those of its text
-    /// alone (no word spans a line break), so the context's are its turns' in
-    /// order, each from [`TURN_TERMS`] when there.
-    fn terms(&self) -> Vec<String> {
-        TURN_TERMS.with(|memo| {
-            let mut memo = memo.borrow_mut();
-            let mut terms = Vec::new();
-            for part in &self.parts {
-                match memo.get(*part) {
-                    Some(t) => terms.extend_from_slice(t),
-                    None => {
-                        let t = crate::text::index_terms(part);
-                        terms.extend_from_slice(&t);
-                        remember_terms(&mut memo, (*part).to_owned(), t);
-                    }
-                }
-            }
-            terms
-        })
-    }
-}
-
-thread_local! {
-    /// The index terms of the conversation turns this thread stored or read
-    /// lately, by turn text: each turn is the context of the next
-    /// [`CONTEXT_TURNS`] episodes of its user and domain, and a batch's analysis
-    /// computes its exchanges' turns' terms ahead on other threads. Bounded:
-    /// cleared when it holds [`TURN_TERMS_MAX`] turns.
-    static TURN_TERMS: std::cell::RefCell<foldhash::HashMap<String, Box<[String]>>> =
-        std::cell::RefCell::default();
-}
-
-/// Turns [`TURN_TERMS`] holds at most.
-const TURN_TERMS_MAX: usize = 1 << 14;
-
-fn remember_terms(
-    memo: &mut foldhash::HashMap<String, Box<[String]>>,
-    text: String,
-    terms: Vec<String>,
-) {
-    if memo.len() >= TURN_TERMS_MAX {
-        memo.clear();
-    }
-    memo.insert(text, terms.into_boxed_slice());
-}
-
-/// What an exchange leaves in the conversation context: its user and agent text,
-/// a long one cut to its first 2 KB.
-fn turn_text(user: &str, agent: &str) -> String {
+fn remember_turn(
+    w: &mut Writer<'_>,
+    cx: &Ctx,
+    mut turns: Vec<(i64, String)>,
+    user: &str,
+    agent: &str,
+) -> Result<()> {
     let mut text = format!("{user} {agent}");
     text.truncate(text.trim_end().len());
     // Keep the context bounded: a long message contributes its first 2 KB.
@@ -358,21 +305,6 @@ fn turn_text(user: &str, agent: &str) -> String {
             cut -= 1;
         }
         text.truncate(cut);
-    }
-    text
-}
-
-/// Appends the exchange's turn (`text`, from [`turn_text`], with its index terms
-/// when computed ahead) to its user and domain's context.
-fn remember_turn(
-    w: &mut Writer<'_>,
-    cx: &Ctx,
-    mut turns: Vec<(i64, String)>,
-    text: String,
-    terms: Option<Vec<String>>,
-) -> Result<()> {
-    if let Some(terms) = terms {
-        TURN_TERMS.with(|memo| remember_terms(&mut memo.borrow_mut(), text.clone(), terms));
     }
     turns.push((time::to_micros(&cx.now), text));
     if turns.len() > CONTEXT_TURNS {
@@ -390,7 +322,7 @@ fn store_episode(
     agent: &str,
     somatic: &SomaticMarker,
     sig: &significance::Significance,
-    context: Option<&Context<'_>>,
+    context: Option<&str>,
     terms: Option<Vec<String>>,
     novelty: Option<TokenHashes>,
 ) -> Result<String> {
@@ -406,14 +338,7 @@ fn store_episode(
     e.salience = significance::episodic_salience(&sig.score);
     e.user_id.clone_from(&cx.user_id);
     e.domain.clone_from(&cx.domain);
-    let context_text = context.map(Context::text);
-    let context_terms = context.map(Context::terms).unwrap_or_default();
-    let docno = w.insert_indexed(
-        e,
-        context_text.as_deref(),
-        &context_terms,
-        terms.map(|t| (content.as_str(), t)),
-    )?;
+    let docno = w.insert_indexed(e, context, terms.map(|t| (content.as_str(), t)))?;
     if let Some(set) = novelty {
         w.seed_token_set(docno, set);
     }
@@ -436,9 +361,6 @@ pub(crate) struct Analysis {
     tokens: Vec<String>,
     /// The index terms of the episode the exchange may become (batches only).
     episode_terms: Option<Vec<String>>,
-    /// The exchange's turn in the conversation context ([`turn_text`]), with its
-    /// index terms in default-profile batches.
-    turn: (String, Option<Vec<String>>),
     /// That episode's novelty tokens ([`significance::recent_tokens`]), which the
     /// batch's later exchanges compare themselves with (batches only).
     episode_novelty: Option<TokenHashes>,
@@ -468,13 +390,6 @@ impl Analysis {
             signals: significance::ExchangeSignals::of(user, agent, core_values),
             tokens: self_model::exchange_tokens(user, agent),
             episode_terms: episode.as_deref().map(crate::text::index_terms),
-            turn: {
-                let text = turn_text(user, agent);
-                // The reference profile keeps no context.
-                let terms =
-                    (batch && !profile.is_reference()).then(|| crate::text::index_terms(&text));
-                (text, terms)
-            },
             episode_novelty: episode
                 .as_deref()
                 .map(|e| TokenHashes::from(&significance::recent_tokens(e))),
@@ -556,7 +471,6 @@ fn observe_analysed(
         signals,
         tokens,
         mut episode_terms,
-        turn: (turn, turn_terms),
         mut episode_novelty,
         raw_may_contradict,
         near: ahead,
@@ -584,7 +498,7 @@ fn observe_analysed(
             agent,
             &somatic,
             &sig,
-            context.as_ref(),
+            context.as_deref(),
             episode_terms.take(),
             episode_novelty.take(),
         )?);
@@ -754,7 +668,7 @@ fn observe_analysed(
             agent,
             &somatic,
             &sig,
-            context.as_ref(),
+            context.as_deref(),
             episode_terms.take(),
             episode_novelty.take(),
         )?);
@@ -891,7 +805,7 @@ fn observe_analysed(
     }
 
     if !reference {
-        remember_turn(w, &cx, turns, turn, turn_terms)?;
+        remember_turn(w, &cx, turns, user, agent)?;
     }
     super::evict::enforce_caps(w, settings)?;
     let facts_out: Vec<MemoryEntry> = stored.into_iter().map(|(_, e)| e).collect();
@@ -1022,27 +936,5 @@ impl Memory {
                 Ok(reports)
             })
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    use super::Context;
-    use crate::text::index_terms;
-
-    proptest! {
-        /// A context's index terms, put together from its turns' (computed the
-        /// first time, remembered the second), are those of its stored text.
-        #[test]
-        fn a_contexts_terms_are_those_of_its_text(
-            parts in proptest::collection::vec("(?s).{0,40}|[a-zA-Z İΣσς.\\-_/]{0,40}", 1..4),
-        ) {
-            let cx = Context { parts: parts.iter().map(String::as_str).collect() };
-            let whole = index_terms(&cx.text());
-            prop_assert_eq!(&cx.terms(), &whole);
-            prop_assert_eq!(&cx.terms(), &whole);
-        }
     }
 }
