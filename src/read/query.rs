@@ -125,7 +125,9 @@ pub struct RecallTrace {
     pub profile: String,
     /// Query terms with their IDF weights.
     pub terms: Vec<(String, f64)>,
-    /// Entities of the query found in the graph, and what they expanded to.
+    /// Entities of the query found in the graph, and the related entities followed
+    /// from each (at most `read::recall::MAX_GRAPH_TERMS` in all: once that many
+    /// are found, later edges and later entities are not read).
     pub graph: Vec<(String, Vec<String>)>,
     /// Every candidate considered (when `explain`), else only the returned ones.
     pub candidates: Vec<TraceEntry>,

@@ -437,27 +437,35 @@ impl Memory {
         }
         stage.set("graph");
 
-        // Graph expansion: memories about entities related to the ones named.
+        // Graph expansion: memories about entities related to the ones named,
+        // the first MAX_GRAPH_TERMS found by following the named entities' edges
+        // in order (a name repeated next to itself counts once). Edges are read
+        // only until that many are found: a node of many edges costs no more.
         let named = query_entities(&r, &q.query)?;
         let mut related: Vec<String> = Vec::new();
         for name in &named {
-            let mut rel = Vec::new();
-            for e in r.graph_edges_of(name)? {
-                if !e.is_active() {
-                    continue;
-                }
-                for other in [&e.source, &e.target] {
-                    let lo = other.to_lowercase();
-                    if lo != *name && lo != "user" && !rel.contains(&lo) {
-                        rel.push(lo);
+            let mut rel: Vec<String> = Vec::new();
+            if related.len() < MAX_GRAPH_TERMS {
+                r.graph_edges_of_while(name, |e| {
+                    if e.is_active() {
+                        for other in [&e.source, &e.target] {
+                            let lo = other.to_lowercase();
+                            if lo != *name && lo != "user" && !rel.contains(&lo) {
+                                if related.last() != Some(&lo) {
+                                    related.push(lo.clone());
+                                }
+                                rel.push(lo);
+                                if related.len() == MAX_GRAPH_TERMS {
+                                    return false;
+                                }
+                            }
+                        }
                     }
-                }
+                    true
+                })?;
             }
-            trace.graph.push((name.clone(), rel.clone()));
-            related.extend(rel);
+            trace.graph.push((name.clone(), rel));
         }
-        related.dedup();
-        related.truncate(MAX_GRAPH_TERMS);
         for ent in &related {
             let ent_terms: Vec<Term> =
                 index_terms(ent).into_iter().map(|token| Term { token, weight: 0.5 }).collect();
@@ -692,6 +700,80 @@ mod tests {
             None,
             "a store twice as large tries again"
         );
+    }
+
+    /// A named entity expands to the first `MAX_GRAPH_TERMS` entities its active
+    /// edges reach, in the edges' order (a name repeated next to itself counts
+    /// once, across named entities too); its later edges, and the entities named
+    /// after those are found, are not followed.
+    #[test]
+    fn graph_expansion_follows_the_first_related_entities() {
+        use crate::storage::graph::EdgeRecord;
+        const WORDS: [&str; 12] = [
+            "amber", "birch", "cedar", "delta", "ember", "fjord", "grove", "heron", "maple",
+            "nectar", "pearl", "quartz",
+        ];
+        let expand = |kim_to_nectar: bool| {
+            let mem = Memory::open_in_memory().expect("open");
+            let edge = |source: &str, target: &str, expired: bool| EdgeRecord {
+                source: source.into(),
+                target: target.into(),
+                relation: "knows".into(),
+                valid_from: 0,
+                valid_to: expired.then_some(1),
+                metadata: None,
+            };
+            mem.write(|w| {
+                // An expired edge (to "fjord", which stays out) and the user are
+                // skipped.
+                w.graph_push_edge(&edge("Kim", "Fjord", true))?;
+                w.graph_push_edge(&edge("Kim", "user", false))?;
+                for name in ["Cedar", "Amber", "Birch", "Delta", "Ember", "Grove", "Heron"] {
+                    w.graph_push_edge(&edge("Kim", name, false))?;
+                }
+                for name in ["Heron", "Maple", "Pearl", "Quartz"] {
+                    w.graph_push_edge(&edge("Lou", name, false))?;
+                }
+                if kim_to_nectar {
+                    w.graph_push_edge(&edge("Kim", "Nectar", false))?;
+                }
+                Ok(())
+            })
+            .expect("graph");
+            let entries = WORDS
+                .iter()
+                .map(|w| MemoryEntry::new(MemoryType::Semantic, format!("notes on {w}")))
+                .collect();
+            mem.add_batch(entries).expect("add");
+            let mut q = RecallQuery::new("kim lou");
+            q.limit = 20;
+            let r = mem.recall(&q).expect("recall");
+            let found: Vec<&str> = WORDS
+                .into_iter()
+                .filter(|w| r.memories.iter().any(|m| m.content == format!("notes on {w}")))
+                .collect();
+            (r.trace.graph, found)
+        };
+        let names = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let kim = ["cedar", "amber", "birch", "delta", "ember", "grove", "heron"];
+        // Kim's eight fill the expansion: Lou follows none.
+        let (graph, found) = expand(true);
+        let mut eight = kim.to_vec();
+        eight.push("nectar");
+        assert_eq!(graph, [("kim".to_owned(), names(&eight)), ("lou".to_owned(), Vec::new())]);
+        eight.sort_unstable();
+        assert_eq!(found, eight);
+        // Kim's seven end at heron, which Lou reaches first (counted once), then
+        // maple makes eight: pearl and quartz are not followed.
+        let (graph, found) = expand(false);
+        assert_eq!(
+            graph,
+            [("kim".to_owned(), names(&kim)), ("lou".to_owned(), names(&["heron", "maple"]))]
+        );
+        let mut eight = kim.to_vec();
+        eight.push("maple");
+        eight.sort_unstable();
+        assert_eq!(found, eight);
     }
 
     /// Ranking in parallel and in place give the same order and the same scores.

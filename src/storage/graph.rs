@@ -162,6 +162,27 @@ impl Reader {
             .collect())
     }
 
+    /// Calls `f` with each edge touching the node (matched lower-cased), in
+    /// insertion order, until it returns `false`: a caller that needs a few of a
+    /// node's edges reads only those, however many the node has.
+    pub fn graph_edges_of_while(
+        &self,
+        node: &str,
+        mut f: impl FnMut(EdgeRecord) -> bool,
+    ) -> Result<()> {
+        let lower = node.to_lowercase();
+        let edges = self.txn().open_table(GRAPH_EDGES)?;
+        for row in self.graph_adj()?.range((lower.as_str(), 0u64)..=(lower.as_str(), u64::MAX))? {
+            let seq = row?.0.value().1;
+            if let Some(v) = edges.get(seq)?
+                && !f(decode(v.value(), "graph edge")?)
+            {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether a node with this lower-cased name has any edge.
     pub fn graph_has_node(&self, node_lower: &str) -> Result<bool> {
         let t = self.graph_adj()?;
