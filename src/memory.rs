@@ -1212,6 +1212,8 @@ impl Memory {
             ("rowless_owners", r.rowless_owners()?.len()?),
             ("importance", r.importance()?.len()?),
             ("layer_order", r.layer_order()?.len()?),
+            ("graph_adj", r.graph_adj()?.len()?),
+            ("graph_active", r.txn().open_table(schema::GRAPH_ACTIVE)?.len()?),
         ];
         for (k, v) in rows {
             s.index_rows.insert(k.to_owned(), v);

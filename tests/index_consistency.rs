@@ -326,7 +326,8 @@ fn strip_postings(txn: &redb::WriteTransaction, prefix: &str) {
 }
 
 /// Writes a store of `TEXTS` (with one superseded fact and one memory of another
-/// domain) as an older schema laid it out: up to schema 12 each fact token's
+/// domain, and a knowledge graph) as an older schema laid it out: up to schema
+/// 13 no index of the active graph edges, up to schema 12 each fact token's
 /// count of facts in `fact_terms`, schema 10 had no rowless owners' table,
 /// schema 9 no domain terms in the postings, schema 8 no superseded bitmap
 /// either, schema 7 had no owner terms in the postings but a `users` index,
@@ -347,12 +348,22 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
         let mut trip = MemoryEntry::new(MemoryType::Episodic, "The user lives in Porto in summer");
         trip.domain = "travel".into();
         mem.add(trip).expect("add");
+        // A knowledge graph (its edges' identity index is schema 14's).
+        let opts = soulmem::write::observe::ObserveOptions::default();
+        mem.observe_pair("I use Python and Docker at work every day", "Nice.", &opts)
+            .expect("observe");
+        assert!(mem.stats().expect("stats").graph_edges > 0);
         prepare(&mem);
         mem.reindex(|_| {}).expect("reindex"); // everything in blocks
     }
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
-    {
+    if version < 14 {
+        let active: redb::TableDefinition<(&str, &str, &str, u64), ()> =
+            redb::TableDefinition::new("graph_active");
+        assert!(txn.delete_table(active).expect("drop graph_active"));
+    }
+    if version < 13 {
         // Up to schema 12, each fact token's count of facts, by partition.
         let tokens: redb::Table<(&str, &str, u64), ()> =
             txn.open_table(redb::TableDefinition::new("fact_tokens")).expect("tokens");
@@ -424,16 +435,18 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     txn.commit().expect("commit");
 }
 
-/// Schema-3 to 12 stores open as schema 13: an empty postings tail that the next
+/// Schema-3 to 13 stores open as schema 14: an empty postings tail that the next
 /// small write starts, a card for every active fact, which dedup reads, compact
 /// records that hold the access metadata, each memory's terms row, which a
 /// `user_id`-filtered recall scores, its owner and domain terms' postings
 /// (which `check` verifies with every other posting), and the superseded bitmap
-/// (which `check` verifies against the records, and recall skips on), and the
-/// rowless owners' table (empty: no owner here is past the cap).
+/// (which `check` verifies against the records, and recall skips on), the
+/// rowless owners' table (empty: no owner here is past the cap), and the active
+/// graph edges by identity (which `check` verifies against the edges, and an
+/// observe restating a relationship finds).
 #[test]
 fn older_schemas_are_upgraded_on_open() {
-    for version in 3u32..=12 {
+    for version in 3u32..=13 {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(format!("v{version}.redb"));
         old_store(&path, version, |_| {});
@@ -441,7 +454,13 @@ fn older_schemas_are_upgraded_on_open() {
         {
             let mem = Memory::open(&path).expect("upgraded");
             assert!(mem.check(|_| {}).expect("check").is_ok(), "schema {version}");
-            let facts = TEXTS.len() as u64;
+            let stats = mem.stats().expect("stats");
+            assert_eq!(stats.index_rows["graph_active"], stats.graph_edges, "schema {version}");
+            let opts = soulmem::write::observe::ObserveOptions::default();
+            mem.observe_pair("I use Python and Docker at work every day", "Nice.", &opts)
+                .expect("observe");
+            assert_eq!(mem.stats().expect("stats").graph_edges, stats.graph_edges);
+            let facts = TEXTS.len() as u64 + 1; // and the fact of the observe above
             assert_eq!(mem.stats().expect("stats").index_rows["fact_cards"], facts);
             let hits =
                 mem.recall(&soulmem::RecallQuery::new("where does the user live")).expect("recall");
@@ -471,7 +490,7 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
-        assert_eq!(schema_of(&path), 13);
+        assert_eq!(schema_of(&path), 14);
         let names = table_names(&path);
         assert!(!names.iter().any(|n| n == "users"), "schema {version}: {names:?}");
         assert!(!names.iter().any(|n| n == "fact_terms"), "schema {version}: {names:?}");
@@ -554,7 +573,7 @@ fn a_schema_11_store_drops_the_tail_memories_rows() {
     let hits = mem.recall(&q).expect("recall");
     assert_eq!(hits.memories.first().map(|m| m.id.as_str()), Some(kayak.as_str()));
     drop(mem);
-    assert_eq!(schema_of(&path), 13);
+    assert_eq!(schema_of(&path), 14);
 }
 
 /// A schema-5 store's access metadata survives the upgrade exactly: counts,
@@ -628,7 +647,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
     let mem = Memory::open(&path).expect("upgraded despite the damage");
     assert!(!mem.check(|_| {}).expect("check").is_ok(), "the damage is reported");
     drop(mem);
-    assert_eq!(schema_of(&path), 13);
+    assert_eq!(schema_of(&path), 14);
     let names = table_names(&path);
     assert!(!names.iter().any(|n| n.contains("ghost")), "{names:?}");
 }
@@ -862,4 +881,50 @@ fn check_reports_postings_gone_stray_and_miscounted() {
     mem.reindex(|_| {}).expect("reindex");
     let report = mem.check(|_| {}).expect("check");
     assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+/// `check` verifies the graph's indexes against its edges: an active edge
+/// missing from the identity index and an adjacency row of no edge are each
+/// reported, and `reindex` rewrites both from the edges (after which a
+/// restated relationship is found again, not stored twice).
+#[test]
+fn check_reports_graph_index_rows_missing_and_stray() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("graph.redb");
+    let opts = soulmem::write::observe::ObserveOptions::default();
+    let said = "I use Python and Docker at work every day";
+    let edges = {
+        let mem = Memory::open(&path).expect("open");
+        mem.observe_pair(said, "Nice.", &opts).expect("observe");
+        assert!(mem.check(|_| {}).expect("check").is_ok());
+        mem.stats().expect("stats").graph_edges
+    };
+    assert!(edges > 0);
+    let gone = {
+        let db = redb::Database::create(&path).expect("db");
+        let txn = db.begin_write().expect("txn");
+        let gone = {
+            let mut active: redb::Table<(&str, &str, &str, u64), ()> =
+                txn.open_table(redb::TableDefinition::new("graph_active")).expect("active");
+            let (k, _) = active.pop_first().expect("pop").expect("an active edge");
+            let (s, t, r, seq) = k.value();
+            let gone = format!("{:?}", (s.to_owned(), t.to_owned(), r.to_owned(), seq));
+            drop(k);
+            let mut adj: redb::Table<(&str, u64), ()> =
+                txn.open_table(redb::TableDefinition::new("graph_adj")).expect("adj");
+            adj.insert(("nobody", 999_999u64), ()).expect("stray");
+            gone
+        };
+        txn.commit().expect("commit");
+        gone
+    };
+    let mem = Memory::open(&path).expect("open");
+    let problems = mem.check(|_| {}).expect("check").problems;
+    assert!(problems.contains(&format!("graph_active: missing row {gone}")), "{problems:?}");
+    assert!(problems.iter().any(|p| p.starts_with("graph_adj: stray row (\"nobody\", 999999)")));
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    mem.reindex(|_| {}).expect("reindex");
+    assert!(mem.check(|_| {}).expect("check").is_ok());
+    mem.observe_pair(said, "Nice.", &opts).expect("observe");
+    assert_eq!(mem.stats().expect("stats").graph_edges, edges);
 }

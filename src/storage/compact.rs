@@ -24,8 +24,8 @@ use redb::{Key, ReadableTable, ReadableTableMetadata, TableDefinition, TableHand
 
 use super::Store;
 use super::schema::{
-    ATTRIBUTES, ENTITIES, FACT_CARDS, FACT_TOKENS, GRAPH_ADJ, GRAPH_NODES, IDS, IMPORTANCE,
-    LAYER_ORDER, POSTINGS, PREFIXES, USER_TERMS,
+    ATTRIBUTES, ENTITIES, FACT_CARDS, FACT_TOKENS, GRAPH_ACTIVE, GRAPH_ADJ, GRAPH_NODES, IDS,
+    IMPORTANCE, LAYER_ORDER, POSTINGS, PREFIXES, USER_TERMS,
 };
 use crate::Profile;
 use crate::error::{Error, Result};
@@ -85,6 +85,7 @@ impl Store {
             repack_table(&txn, IDS, progress)?,
             repack_table(&txn, GRAPH_NODES, progress)?,
             repack_table(&txn, GRAPH_ADJ, progress)?,
+            repack_table(&txn, GRAPH_ACTIVE, progress)?,
         ];
         txn.commit()?;
         Ok((rows.len() as u64, rows.iter().sum()))

@@ -471,6 +471,10 @@ impl Store {
                         // Schema 13 keeps no fact-token counts.
                         rebuild::upgrade_to_13(&db)?;
                     }
+                    if found < 14 {
+                        // Schema 14 indexes the active graph edges by identity.
+                        rebuild::upgrade_to_14(&db)?;
+                    }
                 }
                 profile
             }

@@ -614,6 +614,40 @@ pub(crate) fn upgrade_to_13(db: &redb::Database) -> Result<()> {
     Ok(())
 }
 
+/// Upgrades a schema-13 store to schema 14: the active edges' identity index
+/// ([`GRAPH_ACTIVE`]), from the stored edges, in one transaction.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on an undecodable edge.
+pub(crate) fn upgrade_to_14(db: &redb::Database) -> Result<()> {
+    let txn = db.begin_write()?;
+    rebuild_graph_indexes(&txn)?;
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, 14u32.to_le_bytes().as_slice())?;
+    txn.commit()?;
+    Ok(())
+}
+
+/// Rewrites the graph's indexes (adjacency and active edges by identity) from
+/// the stored edges.
+fn rebuild_graph_indexes(txn: &WriteTransaction) -> Result<()> {
+    txn.delete_table(GRAPH_ADJ)?;
+    txn.delete_table(GRAPH_ACTIVE)?;
+    let edges = txn.open_table(GRAPH_EDGES)?;
+    let mut adj = txn.open_table(GRAPH_ADJ)?;
+    let mut active = txn.open_table(GRAPH_ACTIVE)?;
+    for row in edges.range::<u64>(..)? {
+        let (k, v) = row?;
+        let seq = k.value();
+        let e: super::graph::EdgeRecord = decode(v.value(), "graph edge")?;
+        adj.insert((e.source.to_lowercase().as_str(), seq), ())?;
+        adj.insert((e.target.to_lowercase().as_str(), seq), ())?;
+        if e.is_active() {
+            active.insert((e.source.as_str(), e.target.as_str(), e.relation.as_str(), seq), ())?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes each entry's access metadata, which its compact record holds since
 /// schema 6, into the entry row, so that rebuilding the records from the entries
 /// keeps it. A record that is missing or cannot be decoded leaves its entry as it
@@ -700,6 +734,9 @@ fn rebuild_in(
     // (`embeddings`) and the reference profile's BM25 corpus (`ref_bm25`, built
     // from query history) are data, not indexes.
     w.flush()?;
+    drop(w);
+    // The graph's indexes, from its edges (the edges and nodes are data).
+    rebuild_graph_indexes(txn)?;
     progress(report.entries);
     Ok(report)
 }

@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 13;
+pub const SCHEMA_VERSION: u32 = 14;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -120,6 +120,12 @@ pub const GRAPH_EDGES: TableDefinition<u64, &[u8]> = TableDefinition::new("graph
 
 /// `(node lower-cased, edge seq) → ()`: adjacency for graph expansion.
 pub const GRAPH_ADJ: TableDefinition<(&str, u64), ()> = TableDefinition::new("graph_adj");
+
+/// `(source, target, relation, edge seq) → ()` for every active edge (schema 14),
+/// names as written: whether an identical active edge exists is a point lookup,
+/// not a read of every edge of the source.
+pub const GRAPH_ACTIVE: TableDefinition<(&str, &str, &str, u64), ()> =
+    TableDefinition::new("graph_active");
 
 /// `id → general event record`.
 pub const EVENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("general_events");

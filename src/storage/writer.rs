@@ -261,6 +261,7 @@ impl<'t> Writer<'t> {
         txn.open_table(GRAPH_NODES)?;
         txn.open_table(GRAPH_EDGES)?;
         txn.open_table(GRAPH_ADJ)?;
+        txn.open_table(GRAPH_ACTIVE)?;
         txn.open_table(EVENTS)?;
         txn.open_table(ARCHIVES)?;
         txn.open_table(DELETION_AUDIT)?;
@@ -429,6 +430,7 @@ impl<'t> Writer<'t> {
                 nodes: self.txn.open_table(GRAPH_NODES)?,
                 edges: self.txn.open_table(GRAPH_EDGES)?,
                 adj: self.txn.open_table(GRAPH_ADJ)?,
+                active: self.txn.open_table(GRAPH_ACTIVE)?,
             },
         };
         Ok(self.graph.insert(tables))

@@ -334,9 +334,7 @@ fn remove_graph_entity(w: &mut Writer<'_>, entity: &str, exact: bool) -> Result<
         if !(same(&edge.source) || same(&edge.target)) {
             continue;
         }
-        g.edges.remove(seq)?;
-        g.adj.remove((edge.source.to_lowercase().as_str(), seq))?;
-        g.adj.remove((edge.target.to_lowercase().as_str(), seq))?;
+        g.remove_edge(seq, &edge)?;
         edges += 1;
     }
     Ok((nodes, edges))

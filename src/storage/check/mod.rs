@@ -1,4 +1,5 @@
-//! Verifies every index against the entries (and rebuilds them).
+//! Verifies every index against the entries, and the graph's indexes against
+//! its edges (and rebuilds them).
 //!
 //! The expected rows come from [`super::keys::index_keys`], the same function the
 //! writer uses, so a mismatch means a write path forgot a row, not that two
@@ -98,6 +99,45 @@ fn own_importance((a, b, c, d): (&str, u8, i64, u64)) -> (String, u8, i64, u64) 
 /// The rows of a key-only set as `(key, ())`, for [`SortedDiff::set`].
 fn keyed<K>(set: BTreeSet<K>) -> impl Iterator<Item = (K, ())> {
     set.into_iter().map(|k| (k, ()))
+}
+
+/// Checks the graph's indexes against its edges: both ends of every edge in the
+/// adjacency (lower-cased), every active edge in the identity index, and no
+/// other rows. Returns the index rows read.
+fn graph(r: &Reader, p: &mut Vec<String>) -> Result<u64> {
+    use super::schema::{GRAPH_ACTIVE, GRAPH_ADJ, GRAPH_EDGES};
+    let mut want_adj = BTreeSet::new();
+    let mut want_active = BTreeSet::new();
+    for row in r.txn().open_table(GRAPH_EDGES)?.range::<u64>(..)? {
+        let (k, v) = row?;
+        let seq = k.value();
+        let e: super::graph::EdgeRecord = match super::decode(v.value(), "graph edge") {
+            Ok(e) => e,
+            Err(err) => {
+                p.push(format!("graph_edges: edge {seq}: {err}"));
+                continue;
+            }
+        };
+        want_adj.insert((e.source.to_lowercase(), seq));
+        want_adj.insert((e.target.to_lowercase(), seq));
+        if e.is_active() {
+            want_active.insert((e.source, e.target, e.relation, seq));
+        }
+    }
+    let mut rows = 0u64;
+    let mut adj = SortedDiff::set("graph_adj", keyed(want_adj));
+    for row in r.txn().open_table(GRAPH_ADJ)?.range::<(&str, u64)>(..)? {
+        adj.got(own2(row?.0.value()), (), p);
+        rows += 1;
+    }
+    adj.finish(p);
+    let mut active = SortedDiff::set("graph_active", keyed(want_active));
+    for row in r.txn().open_table(GRAPH_ACTIVE)?.range::<(&str, &str, &str, u64)>(..)? {
+        active.got(own4(row?.0.value()), (), p);
+        rows += 1;
+    }
+    active.finish(p);
+    Ok(rows)
 }
 
 /// Checks every index of the snapshot against its entries. `progress` is called with
@@ -262,6 +302,9 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     set_rows!(r.prefixes()?, (&str, &str, &str, u64), "fact_prefixes", exp.prefixes, own4);
     set_rows!(r.attributes()?, (&str, &str, &str, u64), "fact_attributes", exp.attributes, own4);
     set_rows!(r.importance()?, (&str, u8, i64, u64), "importance", exp.importance, own_importance);
+
+    rows += graph(r, p)?;
+    progress(entries + rows);
 
     for (docno, len) in crate::read::vector::stored_docnos(r)? {
         rows += 1;
