@@ -163,21 +163,23 @@ pub fn reconcile(new_content: &str, existing: &[(&str, &str)]) -> DedupDecision 
 /// (punctuation kept); 0 when either text has no word.
 #[must_use]
 pub fn token_overlap_score(a: &str, b: &str) -> f64 {
-    let la = a.to_lowercase();
-    let ta: BTreeSet<&str> = py_split(&la).collect();
-    overlap_with(&ta, b)
+    overlap_with(&overlap_hashes(a), b)
 }
 
-/// [`token_overlap_score`] of a text whose words are `ta` and `b`.
-fn overlap_with(ta: &BTreeSet<&str>, b: &str) -> f64 {
-    let lb = b.to_lowercase();
-    let mut tb: Vec<&str> = py_split(&lb).collect();
-    tb.sort_unstable();
-    tb.dedup();
+/// The lower-cased white-space words of `text`, as a set of hashes.
+fn overlap_hashes(text: &str) -> TokenHashes {
+    TokenHashes::of(py_split(&text.to_lowercase()))
+}
+
+/// [`token_overlap_score`] of a text whose words are `ta` and `b`. The word
+/// sets are compared as hashes ([`TokenHashes`]): the pre-filter compares a
+/// new fact with every fact near it, hundreds for a user with many facts.
+fn overlap_with(ta: &TokenHashes, b: &str) -> f64 {
+    let tb = overlap_hashes(b);
     if ta.is_empty() || tb.is_empty() {
         return 0.0;
     }
-    let inter = tb.iter().filter(|w| ta.contains(*w)).count();
+    let inter = ta.intersection_len(&tb);
     inter as f64 / (ta.len() + tb.len() - inter) as f64
 }
 
@@ -193,8 +195,7 @@ pub fn overlap_words(text: &str) -> BTreeSet<String> {
 #[must_use]
 pub fn prefilter_drops<'a>(candidate: &str, active: impl IntoIterator<Item = &'a str>) -> bool {
     // The candidate's words once, not once per active fact.
-    let lower = candidate.to_lowercase();
-    let words: BTreeSet<&str> = py_split(&lower).collect();
+    let words = overlap_hashes(candidate);
     active.into_iter().any(|f| overlap_with(&words, f) > PREFILTER_THRESHOLD)
 }
 
