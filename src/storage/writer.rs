@@ -106,15 +106,15 @@ pub struct Writer<'t> {
 #[derive(Debug, Default)]
 pub(crate) struct FactChanges {
     /// Partition → token → docno → whether its `fact_tokens` row exists now.
-    rows: HashMap<String, HashMap<String, HashMap<u64, bool>>>,
+    rows: foldhash::HashMap<String, foldhash::HashMap<String, foldhash::HashMap<u64, bool>>>,
     /// Partition → docnos whose card was written or removed.
-    cards: HashMap<String, std::collections::HashSet<u64>>,
+    cards: foldhash::HashMap<String, foldhash::HashSet<u64>>,
 }
 
 impl FactChanges {
     /// The `fact_tokens` rows of `token` in `part` this transaction added (`true`)
     /// or removed (`false`), by docno.
-    pub(crate) fn rows(&self, part: &str, token: &str) -> Option<&HashMap<u64, bool>> {
+    pub(crate) fn rows(&self, part: &str, token: &str) -> Option<&foldhash::HashMap<u64, bool>> {
         self.rows.get(part)?.get(token)
     }
 

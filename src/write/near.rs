@@ -36,7 +36,7 @@
 //! read afresh), so it answers exactly as the fresh lookups would. The snapshot's
 //! ranking may differ from the current one, which any order allows (above).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 
 use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
 
@@ -399,13 +399,13 @@ impl NearFacts {
             Some(r) => (r.rarest.as_slice(), reads(r)),
             None => (&[][..], 0),
         };
-        let mut docnos: BTreeSet<u64> = extra.into_iter().collect();
+        let mut docnos: Vec<u64> = extra.into_iter().collect();
         #[cfg(test)]
         if tests::BRUTE_FORCE.get() {
             // The oracle: every fact of the partition, as a fresh scan.
             let p = self.part.as_str();
             for row in w.fact_cards.range((p, 0u64)..=(p, u64::MAX))? {
-                docnos.insert(row?.0.value().1);
+                docnos.push(row?.0.value().1);
             }
             self.cards.clear();
         }
@@ -437,6 +437,8 @@ impl NearFacts {
             }
             docnos.extend(self.rows.get(token).into_iter().flatten().copied());
         }
+        docnos.sort_unstable();
+        docnos.dedup();
         docnos.retain(|d| !exclude.contains(d));
         for &d in &docnos {
             if !self.cards.contains_key(&d) {
@@ -459,7 +461,8 @@ impl NearFacts {
                 _ => None,
             })
             .collect();
-        out.sort_by(|a, b| facts_order(&a.0, &b.0));
+        // The keys end with the docno: no two are equal.
+        out.sort_unstable_by(|a, b| facts_order(&a.0, &b.0));
         Ok(out
             .into_iter()
             .map(|((_, _, docno), card)| Fact {
