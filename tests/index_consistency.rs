@@ -928,3 +928,41 @@ fn check_reports_graph_index_rows_missing_and_stray() {
     mem.observe_pair(said, "Nice.", &opts).expect("observe");
     assert_eq!(mem.stats().expect("stats").graph_edges, edges);
 }
+
+/// A graph edge that cannot be decoded stops neither the upgrade to schema 14
+/// nor a `reindex`: it stays in `graph_edges`, unindexed, `check` reports it,
+/// `reindex` says it left it, and the other edges are indexed.
+#[test]
+fn a_damaged_graph_edge_is_reported_and_left_unindexed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("v13.redb");
+    old_store(&path, 13, |_| {});
+    let damaged = {
+        let db = redb::Database::create(&path).expect("db");
+        let txn = db.begin_write().expect("txn");
+        let seq = {
+            let mut edges: redb::Table<u64, &[u8]> =
+                txn.open_table(redb::TableDefinition::new("graph_edges")).expect("edges");
+            let seq = edges.first().expect("first").expect("an edge").0.value();
+            edges.insert(seq, [0xffu8, 0xff, 0xff].as_slice()).expect("damage");
+            seq
+        };
+        txn.commit().expect("commit");
+        seq
+    };
+    let mem = Memory::open(&path).expect("upgraded despite the damaged edge");
+    let stats = mem.stats().expect("stats");
+    assert_eq!(stats.index_rows["graph_active"], stats.graph_edges - 1);
+    let problems = mem.check(|_| {}).expect("check").problems;
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].starts_with(&format!("graph_edges: edge {damaged}:")), "{problems:?}");
+    let report = mem.reindex(|_| {}).expect("reindex");
+    assert!(
+        report.problems.iter().any(|p| p.starts_with(&format!("graph edge {damaged} left"))),
+        "{:?}",
+        report.problems
+    );
+    assert_eq!(mem.stats().expect("stats").graph_edges, stats.graph_edges);
+    drop(mem);
+    assert_eq!(schema_of(&path), 14);
+}

@@ -26,8 +26,8 @@ pub struct RebuildReport {
     pub tables: u64,
     /// Entries that could not be indexed as they are (an id stored twice, an entry in
     /// the wrong table), or whose access metadata could not be read from their
-    /// compact record (kept as the entry holds it), one line each. They stay in
-    /// their tables.
+    /// compact record (kept as the entry holds it), and graph edges that could
+    /// not be decoded (left unindexed), one line each. They stay in their tables.
     pub problems: Vec<String>,
 }
 
@@ -618,18 +618,20 @@ pub(crate) fn upgrade_to_13(db: &redb::Database) -> Result<()> {
 /// ([`GRAPH_ACTIVE`]), from the stored edges, in one transaction.
 ///
 /// # Errors
-/// Storage errors; [`crate::Error::Corrupted`] on an undecodable edge.
+/// Storage errors.
 pub(crate) fn upgrade_to_14(db: &redb::Database) -> Result<()> {
     let txn = db.begin_write()?;
-    rebuild_graph_indexes(&txn)?;
+    // A damaged edge stays as it is, unindexed; `check` reports it.
+    rebuild_graph_indexes(&txn, &mut Vec::new())?;
     txn.open_table(META)?.insert(meta_keys::SCHEMA, 14u32.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
 }
 
 /// Rewrites the graph's indexes (adjacency and active edges by identity) from
-/// the stored edges.
-fn rebuild_graph_indexes(txn: &WriteTransaction) -> Result<()> {
+/// the stored edges. An edge that cannot be decoded is left where it is,
+/// unindexed, with a line in `problems`.
+fn rebuild_graph_indexes(txn: &WriteTransaction, problems: &mut Vec<String>) -> Result<()> {
     txn.delete_table(GRAPH_ADJ)?;
     txn.delete_table(GRAPH_ACTIVE)?;
     let edges = txn.open_table(GRAPH_EDGES)?;
@@ -638,7 +640,13 @@ fn rebuild_graph_indexes(txn: &WriteTransaction) -> Result<()> {
     for row in edges.range::<u64>(..)? {
         let (k, v) = row?;
         let seq = k.value();
-        let e: super::graph::EdgeRecord = decode(v.value(), "graph edge")?;
+        let e: super::graph::EdgeRecord = match decode(v.value(), "graph edge") {
+            Ok(e) => e,
+            Err(err) => {
+                problems.push(format!("graph edge {seq} left unindexed: {err}"));
+                continue;
+            }
+        };
         adj.insert((e.source.to_lowercase().as_str(), seq), ())?;
         adj.insert((e.target.to_lowercase().as_str(), seq), ())?;
         if e.is_active() {
@@ -736,7 +744,7 @@ fn rebuild_in(
     w.flush()?;
     drop(w);
     // The graph's indexes, from its edges (the edges and nodes are data).
-    rebuild_graph_indexes(txn)?;
+    rebuild_graph_indexes(txn, &mut report.problems)?;
     progress(report.entries);
     Ok(report)
 }
