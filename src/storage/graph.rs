@@ -41,6 +41,17 @@ impl EdgeRecord {
     pub fn is_active(&self) -> bool {
         self.valid_to.is_none()
     }
+
+    /// Its rows in the adjacency index as edge `seq`: both ends, lower-cased (a
+    /// self-loop's twice).
+    pub(crate) fn adj_keys(&self, seq: u64) -> [(String, u64); 2] {
+        [(self.source.to_lowercase(), seq), (self.target.to_lowercase(), seq)]
+    }
+
+    /// Its row in the identity index of active edges as edge `seq`, when active.
+    pub(crate) fn active_key(&self, seq: u64) -> Option<(&str, &str, &str, u64)> {
+        self.is_active().then_some((&self.source, &self.target, &self.relation, seq))
+    }
 }
 
 type Str = &'static str;
@@ -64,6 +75,23 @@ fn edges_by_seq(
         }
     }
     Ok(out)
+}
+
+/// Writes the index rows of edge `seq` ([`EdgeRecord::adj_keys`] into `adj`,
+/// [`EdgeRecord::active_key`] into `active`).
+pub(crate) fn index_edge(
+    adj: &mut Table<'_, (Str, u64), ()>,
+    active: &mut Table<'_, (Str, Str, Str, u64), ()>,
+    seq: u64,
+    edge: &EdgeRecord,
+) -> Result<()> {
+    for (node, seq) in edge.adj_keys(seq) {
+        adj.insert((node.as_str(), seq), ())?;
+    }
+    if let Some(key) = edge.active_key(seq) {
+        active.insert(key, ())?;
+    }
+    Ok(())
 }
 
 /// The graph's tables inside one write transaction ([`Writer::graph`]).
@@ -90,15 +118,11 @@ impl GraphTables<'_> {
     /// Removes an edge and its index rows.
     pub(crate) fn remove_edge(&mut self, seq: u64, edge: &EdgeRecord) -> Result<()> {
         self.edges.remove(seq)?;
-        self.adj.remove((edge.source.to_lowercase().as_str(), seq))?;
-        self.adj.remove((edge.target.to_lowercase().as_str(), seq))?;
-        if edge.is_active() {
-            self.active.remove((
-                edge.source.as_str(),
-                edge.target.as_str(),
-                edge.relation.as_str(),
-                seq,
-            ))?;
+        for (node, seq) in edge.adj_keys(seq) {
+            self.adj.remove((node.as_str(), seq))?;
+        }
+        if let Some(key) = edge.active_key(seq) {
+            self.active.remove(key)?;
         }
         Ok(())
     }
@@ -142,14 +166,7 @@ impl Writer<'_> {
         let record = encode(edge)?;
         let g = self.graph()?;
         g.edges.insert(seq, record.as_slice())?;
-        g.adj.insert((edge.source.to_lowercase().as_str(), seq), ())?;
-        g.adj.insert((edge.target.to_lowercase().as_str(), seq), ())?;
-        if edge.is_active() {
-            g.active.insert(
-                (edge.source.as_str(), edge.target.as_str(), edge.relation.as_str(), seq),
-                (),
-            )?;
-        }
+        index_edge(&mut g.adj, &mut g.active, seq, edge)?;
         Ok(seq)
     }
 }

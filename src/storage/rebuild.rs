@@ -640,17 +640,9 @@ fn rebuild_graph_indexes(txn: &WriteTransaction, problems: &mut Vec<String>) -> 
     for row in edges.range::<u64>(..)? {
         let (k, v) = row?;
         let seq = k.value();
-        let e: super::graph::EdgeRecord = match decode(v.value(), "graph edge") {
-            Ok(e) => e,
-            Err(err) => {
-                problems.push(format!("graph edge {seq} left unindexed: {err}"));
-                continue;
-            }
-        };
-        adj.insert((e.source.to_lowercase().as_str(), seq), ())?;
-        adj.insert((e.target.to_lowercase().as_str(), seq), ())?;
-        if e.is_active() {
-            active.insert((e.source.as_str(), e.target.as_str(), e.relation.as_str(), seq), ())?;
+        match decode::<super::graph::EdgeRecord>(v.value(), "graph edge") {
+            Ok(e) => super::graph::index_edge(&mut adj, &mut active, seq, &e)?,
+            Err(err) => problems.push(format!("graph edge {seq} left unindexed: {err}")),
         }
     }
     Ok(())

@@ -160,7 +160,8 @@ pub fn reconcile(new_content: &str, existing: &[(&str, &str)]) -> DedupDecision 
 }
 
 /// The pre-filter's score: Jaccard of the sets of lower-cased white-space words
-/// (punctuation kept); 0 when either text has no word.
+/// (punctuation kept), counted as hashes ([`TokenHashes`]); 0 when either text
+/// has no word.
 #[must_use]
 pub fn token_overlap_score(a: &str, b: &str) -> f64 {
     overlap_with(&overlap_hashes(a), b)

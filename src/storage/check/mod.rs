@@ -101,9 +101,9 @@ fn keyed<K>(set: BTreeSet<K>) -> impl Iterator<Item = (K, ())> {
     set.into_iter().map(|k| (k, ()))
 }
 
-/// Checks the graph's indexes against its edges: both ends of every edge in the
-/// adjacency (lower-cased), every active edge in the identity index, and no
-/// other rows. Returns the index rows read.
+/// Checks the graph's indexes against its edges: the rows the writer derives
+/// from each edge ([`super::graph::EdgeRecord::adj_keys`] and `active_key`),
+/// and no other rows. Returns the index rows read.
 fn graph(r: &Reader, p: &mut Vec<String>) -> Result<u64> {
     use super::schema::{GRAPH_ACTIVE, GRAPH_ADJ, GRAPH_EDGES};
     let mut want_adj = BTreeSet::new();
@@ -118,10 +118,9 @@ fn graph(r: &Reader, p: &mut Vec<String>) -> Result<u64> {
                 continue;
             }
         };
-        want_adj.insert((e.source.to_lowercase(), seq));
-        want_adj.insert((e.target.to_lowercase(), seq));
-        if e.is_active() {
-            want_active.insert((e.source, e.target, e.relation, seq));
+        want_adj.extend(e.adj_keys(seq));
+        if let Some((s, t, r, seq)) = e.active_key(seq) {
+            want_active.insert((s.to_owned(), t.to_owned(), r.to_owned(), seq));
         }
     }
     let mut rows = 0u64;
