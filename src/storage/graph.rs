@@ -56,7 +56,12 @@ impl EdgeRecord {
 
 type Str = &'static str;
 
-fn adj_rows(t: &impl ReadableTable<(Str, u64), ()>, node_lower: &str) -> Result<Vec<u64>> {
+/// The sequences of the edges touching the node `node_lower` (lower-cased), in
+/// insertion order.
+pub(crate) fn adj_rows(
+    t: &impl ReadableTable<(Str, u64), ()>,
+    node_lower: &str,
+) -> Result<Vec<u64>> {
     let mut out = Vec::new();
     for row in t.range((node_lower, 0u64)..=(node_lower, u64::MAX))? {
         out.push(row?.0.value().1);

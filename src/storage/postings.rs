@@ -338,6 +338,15 @@ struct TermOps {
     df: i64,
 }
 
+impl TermOps {
+    /// Records that `docno` held the term (`tf`, memory length `len`) before
+    /// every change buffered so far: a later change of the same posting wins.
+    fn add_under(&mut self, docno: u64, tf: u32, len: u32) {
+        self.ops.entry(docno).or_insert(Some((tf, len)));
+        self.df += 1;
+    }
+}
+
 /// Posting changes buffered in a write transaction, applied by [`Pending::apply`].
 ///
 /// A transaction that only adds new memories, each with all its terms at once
@@ -426,9 +435,7 @@ impl Pending {
     pub fn add_under(&mut self, term: &str, docno: u64, tf: u32, len: u32) {
         self.by_term();
         self.note(docno);
-        let t = self.term(term);
-        t.ops.entry(docno).or_insert(Some((tf, len)));
-        t.df += 1;
+        self.term(term).add_under(docno, tf, len);
     }
 
     /// [`Pending::add_under`] of every posting of the memories `docs` (the tail
@@ -443,9 +450,7 @@ impl Pending {
         for (docno, doc) in docs {
             for (term, tf) in doc.terms {
                 self.note(docno);
-                let t = self.terms.entry(term).or_default();
-                t.ops.entry(docno).or_insert(Some((tf, doc.len)));
-                t.df += 1;
+                self.terms.entry(term).or_default().add_under(docno, tf, doc.len);
             }
         }
     }

@@ -322,10 +322,7 @@ fn remove_graph_entity(w: &mut Writer<'_>, entity: &str, exact: bool) -> Result<
         g.nodes.remove(n.as_str())?;
         nodes += 1;
     }
-    let mut seqs = Vec::new();
-    for row in g.adj.range((lower.as_str(), 0u64)..=(lower.as_str(), u64::MAX))? {
-        seqs.push(row?.0.value().1);
-    }
+    let seqs = crate::storage::graph::adj_rows(&g.adj, &lower)?;
     let mut edges = 0u64;
     for seq in seqs {
         let Some(rec) = g.edges.get(seq)? else { continue };
