@@ -6,7 +6,7 @@ mod words_common;
 use proptest::prelude::*;
 use redb::ReadableDatabase;
 use redb::{ReadableTable, ReadableTableMetadata};
-use soulmem::{Memory, MemoryEntry, MemoryType, Profile, Visibility};
+use soulmem::{Memory, MemoryEntry, MemoryType, Profile, RecallQuery, Visibility};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -936,14 +936,31 @@ fn check_reports_graph_index_rows_missing_and_stray() {
 fn a_damaged_graph_edge_is_reported_and_left_unindexed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("v13.redb");
-    old_store(&path, 13, |_| {});
+    old_store(&path, 13, |mem| {
+        let opts = soulmem::write::observe::ObserveOptions::default();
+        for text in [
+            "I am so excited today, Priya reports to Tomas at work every day now!",
+            "I am really happy that Priya reports to Ana at work every day now!",
+        ] {
+            mem.observe_pair(text, "Noted.", &opts).expect("observe");
+        }
+    });
     let damaged = {
         let db = redb::Database::create(&path).expect("db");
         let txn = db.begin_write().expect("txn");
         let seq = {
             let mut edges: redb::Table<u64, &[u8]> =
                 txn.open_table(redb::TableDefinition::new("graph_edges")).expect("edges");
-            let seq = edges.first().expect("first").expect("an edge").0.value();
+            let mut to_tomas = None;
+            for row in edges.iter().expect("edges") {
+                let (seq, bytes) = row.expect("row");
+                let edge: soulmem::storage::graph::EdgeRecord =
+                    soulmem::storage::decode(bytes.value(), "edge").expect("an edge");
+                if edge.target == "Tomas" {
+                    to_tomas = Some(seq.value());
+                }
+            }
+            let seq = to_tomas.expect("an edge to Tomas");
             edges.insert(seq, [0xffu8, 0xff, 0xff].as_slice()).expect("damage");
             seq
         };
@@ -953,6 +970,11 @@ fn a_damaged_graph_edge_is_reported_and_left_unindexed() {
     let mem = Memory::open(&path).expect("upgraded despite the damaged edge");
     let stats = mem.stats().expect("stats");
     assert_eq!(stats.index_rows["graph_active"], stats.graph_edges - 1);
+    // Recall follows the graph's indexes, so it never reads the damaged edge: a
+    // query naming its source is answered, through the source's other edge.
+    let got = mem.recall(&RecallQuery::new("Priya")).expect("recall");
+    assert!(!got.memories.is_empty());
+    assert_eq!(got.trace.graph, vec![("priya".to_owned(), vec!["ana".to_owned()])]);
     let problems = mem.check(|_| {}).expect("check").problems;
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].starts_with(&format!("graph_edges: edge {damaged}:")), "{problems:?}");
