@@ -113,25 +113,32 @@ pub const CONTEXT_UNITS: u32 = 1;
 /// half weight so a turn can be found by what it answers.
 #[must_use]
 pub fn index_keys(entry: &MemoryEntry, profile: Profile, context: Option<&str>) -> IndexKeys {
-    index_keys_with(entry, profile, context, None)
+    let context_terms = context.map(index_terms);
+    index_keys_with(entry, profile, None, context_terms.as_slice())
 }
 
-/// [`index_keys`] with the content's [`index_terms`] computed ahead (`content_terms`
-/// must be `index_terms(&entry.content)`).
+/// [`index_keys`] with the terms computed ahead: `content_terms` must be
+/// `index_terms(&entry.content)`, and the context's terms, in parts, those of the
+/// context (`index_terms` of the parts joined by white space, as the context is).
 #[must_use]
-pub fn index_keys_with(
+pub fn index_keys_with<T: AsRef<[String]>>(
     entry: &MemoryEntry,
     profile: Profile,
-    context: Option<&str>,
     content_terms: Option<Vec<String>>,
+    context_terms: &[T],
 ) -> IndexKeys {
     let mut keys = IndexKeys::default();
     for t in content_terms.unwrap_or_else(|| index_terms(&entry.content)) {
         *keys.tokens.entry(t).or_insert(0) += CONTENT_UNITS;
         keys.doc_len += CONTENT_UNITS;
     }
-    for t in context.map(index_terms).unwrap_or_default() {
-        *keys.tokens.entry(t).or_insert(0) += CONTEXT_UNITS;
+    for t in context_terms.iter().flat_map(AsRef::as_ref) {
+        match keys.tokens.get_mut(t.as_str()) {
+            Some(units) => *units += CONTEXT_UNITS,
+            None => {
+                keys.tokens.insert(t.clone(), CONTEXT_UNITS);
+            }
+        }
         keys.doc_len += CONTEXT_UNITS;
     }
     if is_active_fact(entry) {

@@ -13,6 +13,7 @@ use super::{CorpusStats, doc_terms, meta_keys, postings, query, tail};
 use crate::Profile;
 use crate::error::{Error, Result};
 use crate::model::{MemoryEntry, SelfModel, time};
+use crate::text::index_terms;
 use crate::text::{TOKENIZER_VERSION, TokenHashes};
 
 type Str = &'static str;
@@ -552,18 +553,20 @@ impl<'t> Writer<'t> {
         entry: MemoryEntry,
         context: Option<&str>,
     ) -> Result<u64> {
-        self.insert_indexed(entry, context, None)
+        let context_terms: Vec<Vec<String>> = context.map(index_terms).into_iter().collect();
+        self.insert_indexed(entry, context.map(|c| (c, context_terms.as_slice())), None)
     }
 
-    /// [`Writer::insert_with_context`] with the index terms of `content` computed
-    /// ahead: used when the entry's (normalized) content is `content`.
+    /// [`Writer::insert_with_context`] with index terms computed ahead: those of
+    /// `content`, used when the entry's (normalized) content is `content`, and
+    /// the context's, in parts (see [`index_keys_with`]).
     ///
     /// # Errors
     /// As [`Writer::insert_with_context`].
-    pub(crate) fn insert_indexed(
+    pub(crate) fn insert_indexed<T: AsRef<[String]>>(
         &mut self,
         mut entry: MemoryEntry,
-        context: Option<&str>,
+        context: Option<(&str, &[T])>,
         terms: Option<(&str, Vec<String>)>,
     ) -> Result<u64> {
         entry.normalize();
@@ -578,12 +581,12 @@ impl<'t> Writer<'t> {
             self.ids.insert(entry.id.as_str(), docno)?;
         }
         self.stats.next_docno += 1;
-        let context = context.filter(|c| !c.trim().is_empty());
-        if let Some(c) = context {
+        let context = context.filter(|(c, _)| !c.trim().is_empty());
+        if let Some((c, _)) = context {
             self.context.insert(docno, c)?;
         }
         let terms = terms.filter(|(content, _)| *content == entry.content).map(|(_, t)| t);
-        let keys = index_keys_with(&entry, self.profile, context, terms);
+        let keys = index_keys_with(&entry, self.profile, terms, context.map_or(&[], |(_, t)| t));
         self.add_rows(docno, &entry, &keys, Unchanged::NOTHING)?;
         let record = encode(&entry)?;
         self.entry_table(&entry.layer, &entry.domain)?.insert(docno, record.as_slice())?;

@@ -8,8 +8,9 @@ mod tokenize;
 pub use stopwords::is_stop_word;
 
 pub use tokenize::{
-    TOKENIZER_VERSION, expand_synonyms, index_terms, relevance_of_tokens, relevance_score, stem,
-    synonyms_of, tokenize, tokenize_dedup, tokenize_dedup_memo, tokenize_list,
+    TOKENIZER_VERSION, expand_synonyms, index_terms, index_terms_memo, relevance_of_tokens,
+    relevance_score, remember_index_terms, stem, synonyms_of, tokenize, tokenize_dedup,
+    tokenize_dedup_memo, tokenize_list,
 };
 
 /// A set of tokens as the sorted [`fnv1a`] hashes of its members: its size and

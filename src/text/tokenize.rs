@@ -163,6 +163,79 @@ pub fn index_terms(text: &str) -> Vec<String> {
     tokenize_list(text, 3).into_iter().map(|t| stem(&t)).collect()
 }
 
+/// [`index_terms`] of `text`, from a per-thread memo: an episode is indexed with
+/// the turns before it (its conversation context), so each turn's text is
+/// indexed again with the next episodes of its conversation, often after the
+/// turns of many other conversations.
+#[must_use]
+pub fn index_terms_memo(text: &str) -> Arc<[String]> {
+    if text.len() > TERMS_MEMO_TEXT_MAX {
+        return index_terms(text).into();
+    }
+    TERMS_MEMO.with(|memo| {
+        let mut memo = memo.borrow_mut();
+        if let Some(t) = memo.get(text) {
+            return t;
+        }
+        let t: Arc<[String]> = index_terms(text).into();
+        memo.insert(text, Arc::clone(&t));
+        t
+    })
+}
+
+/// Puts `terms`, which must be [`index_terms`] of `text` (computed ahead, e.g. on
+/// another thread), in this thread's [`index_terms_memo`].
+pub fn remember_index_terms(text: &str, terms: Vec<String>) {
+    debug_assert_eq!(terms, index_terms(text));
+    if text.len() <= TERMS_MEMO_TEXT_MAX {
+        TERMS_MEMO.with(|memo| memo.borrow_mut().insert(text, terms.into()));
+    }
+}
+
+/// Bytes of text a generation of a thread's index-terms memo holds.
+const TERMS_MEMO_BYTES: usize = 1 << 20;
+/// Longer texts are tokenized without the memo.
+const TERMS_MEMO_TEXT_MAX: usize = 4096;
+
+/// Two generations of texts and their terms: when the newer one holds
+/// [`TERMS_MEMO_BYTES`] of text it becomes the older one (the older dropped),
+/// and a text found in the older one moves to the newer. So the memo keeps at
+/// least the texts of the last [`TERMS_MEMO_BYTES`], and those asked for since.
+#[derive(Default)]
+struct TermsMemo {
+    new: foldhash::HashMap<Box<str>, Arc<[String]>>,
+    old: foldhash::HashMap<Box<str>, Arc<[String]>>,
+    new_bytes: usize,
+}
+
+impl TermsMemo {
+    fn get(&mut self, text: &str) -> Option<Arc<[String]>> {
+        if let Some(t) = self.new.get(text) {
+            return Some(Arc::clone(t));
+        }
+        let (text, t) = self.old.remove_entry(text)?;
+        self.insert_owned(text, Arc::clone(&t));
+        Some(t)
+    }
+
+    fn insert(&mut self, text: &str, terms: Arc<[String]>) {
+        self.insert_owned(text.into(), terms);
+    }
+
+    fn insert_owned(&mut self, text: Box<str>, terms: Arc<[String]>) {
+        if self.new_bytes >= TERMS_MEMO_BYTES {
+            self.old = std::mem::take(&mut self.new);
+            self.new_bytes = 0;
+        }
+        self.new_bytes += text.len();
+        self.new.insert(text, terms);
+    }
+}
+
+thread_local! {
+    static TERMS_MEMO: std::cell::RefCell<TermsMemo> = std::cell::RefCell::new(TermsMemo::default());
+}
+
 /// The English Snowball stem of a lower-case token.
 #[must_use]
 pub fn stem(token: &str) -> String {
@@ -208,6 +281,33 @@ mod tests {
         for _ in 0..2 {
             for t in texts {
                 assert_eq!(*tokenize_dedup_memo(t), TokenHashes::from(&tokenize_dedup(t)), "{t:?}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// A context's terms are its turns' terms one after the other (which is
+        /// what lets the writer index a context from its turns' memoized terms):
+        /// lines split as words do, whatever the letters next to the cut.
+        #[test]
+        fn a_joined_texts_terms_are_its_parts_terms(
+            parts in proptest::collection::vec(
+                "[a-zA-Z ÀΣσςİıẞß'_./-]{0,24}", 1..4,
+            ),
+        ) {
+            let joined = index_terms(&parts.join("\n"));
+            let each: Vec<String> = parts.iter().flat_map(|p| index_terms_memo(p).to_vec()).collect();
+            proptest::prop_assert_eq!(joined, each);
+        }
+    }
+
+    #[test]
+    fn the_index_terms_memo_answers_as_the_tokenizer() {
+        let long = "painted walls ".repeat(400);
+        remember_index_terms("Painting walls", index_terms("Painting walls"));
+        for _ in 0..2 {
+            for t in ["Painting walls", "", "The user paints; Σίσυφος", long.as_str()] {
+                assert_eq!(*index_terms_memo(t), *index_terms(t), "{t:?}");
             }
         }
     }

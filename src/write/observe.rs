@@ -18,6 +18,7 @@
 //! (1,000 facts by default), so that work is bounded too.
 
 use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
 
 use redb::ReadableTable;
 
@@ -279,23 +280,33 @@ fn recent_turns(w: &Writer<'_>, cx: &Ctx) -> Result<Vec<(i64, String)>> {
 }
 
 /// The conversation context of the exchange being observed: the preceding turns
-/// within [`CONTEXT_WINDOW_SECS`].
-fn conversation_context(turns: &[(i64, String)], now_us: i64) -> Option<String> {
-    let parts: Vec<&str> = turns
-        .iter()
-        .filter(|(t, _)| now_us - *t <= CONTEXT_WINDOW_SECS * 1_000_000 && *t <= now_us)
-        .map(|(_, text)| text.as_str())
-        .collect();
-    (!parts.is_empty()).then(|| parts.join("\n"))
+/// within [`CONTEXT_WINDOW_SECS`], one per line, with their index terms.
+struct Context {
+    text: String,
+    terms: Vec<Arc<[String]>>,
 }
 
-fn remember_turn(
-    w: &mut Writer<'_>,
-    cx: &Ctx,
-    mut turns: Vec<(i64, String)>,
-    user: &str,
-    agent: &str,
-) -> Result<()> {
+impl Context {
+    fn of(turns: &[(i64, String)], now_us: i64) -> Option<Self> {
+        let parts: Vec<&str> = turns
+            .iter()
+            .filter(|(t, _)| now_us - *t <= CONTEXT_WINDOW_SECS * 1_000_000 && *t <= now_us)
+            .map(|(_, text)| text.as_str())
+            .collect();
+        (!parts.is_empty()).then(|| Self {
+            text: parts.join("\n"),
+            // Memoized: each turn is the context of the next episodes too.
+            terms: parts.iter().map(|p| crate::text::index_terms_memo(p)).collect(),
+        })
+    }
+
+    fn parts(&self) -> (&str, &[Arc<[String]>]) {
+        (&self.text, &self.terms)
+    }
+}
+
+/// A turn as the conversation context keeps it: both texts, at most 2 KB.
+fn turn_text(user: &str, agent: &str) -> String {
     let mut text = format!("{user} {agent}");
     text.truncate(text.trim_end().len());
     // Keep the context bounded: a long message contributes its first 2 KB.
@@ -305,6 +316,21 @@ fn remember_turn(
             cut -= 1;
         }
         text.truncate(cut);
+    }
+    text
+}
+
+/// Keeps the turn (its index terms in the memo when computed ahead) and drops
+/// the oldest beyond [`CONTEXT_TURNS`].
+fn remember_turn(
+    w: &mut Writer<'_>,
+    cx: &Ctx,
+    mut turns: Vec<(i64, String)>,
+    text: String,
+    terms: Option<Vec<String>>,
+) -> Result<()> {
+    if let Some(terms) = terms {
+        crate::text::remember_index_terms(&text, terms);
     }
     turns.push((time::to_micros(&cx.now), text));
     if turns.len() > CONTEXT_TURNS {
@@ -322,7 +348,7 @@ fn store_episode(
     agent: &str,
     somatic: &SomaticMarker,
     sig: &significance::Significance,
-    context: Option<&str>,
+    context: Option<&Context>,
     terms: Option<Vec<String>>,
     novelty: Option<TokenHashes>,
 ) -> Result<String> {
@@ -338,7 +364,8 @@ fn store_episode(
     e.salience = significance::episodic_salience(&sig.score);
     e.user_id.clone_from(&cx.user_id);
     e.domain.clone_from(&cx.domain);
-    let docno = w.insert_indexed(e, context, terms.map(|t| (content.as_str(), t)))?;
+    let docno =
+        w.insert_indexed(e, context.map(Context::parts), terms.map(|t| (content.as_str(), t)))?;
     if let Some(set) = novelty {
         w.seed_token_set(docno, set);
     }
@@ -361,6 +388,10 @@ pub(crate) struct Analysis {
     tokens: Vec<String>,
     /// The index terms of the episode the exchange may become (batches only).
     episode_terms: Option<Vec<String>>,
+    /// The exchange's turn ([`turn_text`]) and its index terms, which the next
+    /// episodes of the conversation are indexed with (default-profile batches
+    /// only).
+    turn: Option<(String, Vec<String>)>,
     /// That episode's novelty tokens ([`significance::recent_tokens`]), which the
     /// batch's later exchanges compare themselves with (batches only).
     episode_novelty: Option<TokenHashes>,
@@ -390,6 +421,11 @@ impl Analysis {
             signals: significance::ExchangeSignals::of(user, agent, core_values),
             tokens: self_model::exchange_tokens(user, agent),
             episode_terms: episode.as_deref().map(crate::text::index_terms),
+            turn: (batch && !profile.is_reference()).then(|| {
+                let text = turn_text(user, agent);
+                let terms = crate::text::index_terms(&text);
+                (text, terms)
+            }),
             episode_novelty: episode
                 .as_deref()
                 .map(|e| TokenHashes::from(&significance::recent_tokens(e))),
@@ -471,6 +507,7 @@ fn observe_analysed(
         signals,
         tokens,
         mut episode_terms,
+        turn,
         mut episode_novelty,
         raw_may_contradict,
         near: ahead,
@@ -488,7 +525,7 @@ fn observe_analysed(
 
     // 3. Episodic memory, indexed with the conversation it happened in (default).
     let turns = if reference { Vec::new() } else { recent_turns(w, &cx)? };
-    let context = conversation_context(&turns, time::to_micros(&now));
+    let context = Context::of(&turns, time::to_micros(&now));
     let mut episodic_id = None;
     if significant {
         episodic_id = Some(store_episode(
@@ -498,7 +535,7 @@ fn observe_analysed(
             agent,
             &somatic,
             &sig,
-            context.as_deref(),
+            context.as_ref(),
             episode_terms.take(),
             episode_novelty.take(),
         )?);
@@ -668,7 +705,7 @@ fn observe_analysed(
             agent,
             &somatic,
             &sig,
-            context.as_deref(),
+            context.as_ref(),
             episode_terms.take(),
             episode_novelty.take(),
         )?);
@@ -805,7 +842,11 @@ fn observe_analysed(
     }
 
     if !reference {
-        remember_turn(w, &cx, turns, user, agent)?;
+        let (text, terms) = match turn {
+            Some((text, terms)) => (text, Some(terms)),
+            None => (turn_text(user, agent), None),
+        };
+        remember_turn(w, &cx, turns, text, terms)?;
     }
     super::evict::enforce_caps(w, settings)?;
     let facts_out: Vec<MemoryEntry> = stored.into_iter().map(|(_, e)| e).collect();
