@@ -2,6 +2,7 @@
 //! the writer, the consistency check and the rebuild agree by construction.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::Profile;
 use crate::model::MemoryEntry;
@@ -32,13 +33,14 @@ pub struct IndexKeys {
 }
 
 /// What the dedup and contradiction checks read of an active fact (the
-/// `fact_cards` row).
+/// `fact_cards` row). Its texts are shared: an observe compares a fact with
+/// several texts, and a clone costs no copy.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FactCard {
     /// The memory's id.
-    pub id: String,
+    pub id: Arc<str>,
     /// Its content.
-    pub content: String,
+    pub content: Arc<str>,
     /// Its importance (1..=10).
     pub importance: u8,
     /// Its creation time in µs since the epoch.
@@ -55,8 +57,8 @@ pub fn is_active_fact(entry: &MemoryEntry) -> bool {
 #[must_use]
 pub fn fact_card(entry: &MemoryEntry) -> Option<FactCard> {
     is_active_fact(entry).then(|| FactCard {
-        id: entry.id.clone(),
-        content: entry.content.clone(),
+        id: entry.id.as_str().into(),
+        content: entry.content.as_str().into(),
         importance: entry.importance,
         created_us: crate::model::time::to_micros(&entry.created_at),
     })

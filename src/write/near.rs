@@ -37,6 +37,7 @@
 //! ranking may differ from the current one, which any order allows (above).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
 
@@ -50,9 +51,9 @@ pub(super) struct Fact {
     /// Its document number.
     pub docno: u64,
     /// Its id.
-    pub id: String,
+    pub id: Arc<str>,
     /// Its content.
-    pub content: String,
+    pub content: Arc<str>,
 }
 
 /// The reference's `facts()` order of `(importance, created µs, docno)` keys:
@@ -467,8 +468,8 @@ impl NearFacts {
             .into_iter()
             .map(|((_, _, docno), card)| Fact {
                 docno,
-                id: card.id.clone(),
-                content: card.content.clone(),
+                id: Arc::clone(&card.id),
+                content: Arc::clone(&card.content),
             })
             .collect())
     }

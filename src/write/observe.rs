@@ -140,7 +140,7 @@ fn load_facts(w: &mut Writer<'_>, docnos: impl IntoIterator<Item = u64>) -> Resu
     let mut out = Vec::new();
     for d in docnos {
         if let Some((id, content)) = w.id_and_content(d)? {
-            out.push(Fact { docno: d, id, content });
+            out.push(Fact { docno: d, id: id.into(), content: content.into() });
         }
     }
     Ok(out)
@@ -209,8 +209,7 @@ fn contradictions_of(
     stating: Option<&HashSet<u64>>,
     profile: Profile,
 ) -> Vec<contradiction::Contradiction> {
-    let pairs: Vec<(&str, &str)> =
-        cands.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
+    let pairs: Vec<(&str, &str)> = cands.iter().map(|f| (&*f.id, &*f.content)).collect();
     match stating {
         Some(set) => {
             contradiction::detect_scoped(text, &pairs, profile, |i| set.contains(&cands[i].docno))
@@ -550,11 +549,11 @@ fn observe_analysed(
     for cand in extracted {
         let drop = match &all_active {
             Some(active) => {
-                dedup::prefilter_drops(&cand.content, active.iter().map(|f| f.content.as_str()))
+                dedup::prefilter_drops(&cand.content, active.iter().map(|f| &*f.content))
             }
             None => {
                 let close = near.similar(w, &cand.content, 0.5, [], &none)?;
-                dedup::prefilter_drops(&cand.content, close.iter().map(|f| f.content.as_str()))
+                dedup::prefilter_drops(&cand.content, close.iter().map(|f| &*f.content))
             }
         };
         if drop {
@@ -604,7 +603,7 @@ fn observe_analysed(
             let pairs: Vec<(&str, &str)> = snapshot
                 .iter()
                 .filter(|f| !merged.contains(&f.docno))
-                .map(|f| (f.id.as_str(), f.content.as_str()))
+                .map(|f| (&*f.id, &*f.content))
                 .collect();
             match dedup::reconcile(&cand.content, &pairs) {
                 dedup::DedupDecision::Skip { .. } => {}
@@ -612,7 +611,7 @@ fn observe_analysed(
                     let docno = w.insert(cand)?;
                     let entry =
                         w.get(docno)?.ok_or_else(|| crate::Error::Storage("lost fact".into()))?;
-                    if let Some(target) = snapshot.iter().find(|f| f.id == id) {
+                    if let Some(target) = snapshot.iter().find(|f| *f.id == *id) {
                         merged.insert(target.docno);
                         if let Some(old) =
                             supersede(w, target.docno, &entry.id, false, now, "dedup merge")?
@@ -643,8 +642,7 @@ fn observe_analysed(
         let mut batch: HashSet<u64> = HashSet::new();
         for cand in candidates {
             let close = near.similar(w, &cand.content, 0.6, [], &batch)?;
-            let pairs: Vec<(&str, &str)> =
-                close.iter().map(|f| (f.id.as_str(), f.content.as_str())).collect();
+            let pairs: Vec<(&str, &str)> = close.iter().map(|f| (&*f.id, &*f.content)).collect();
             let decision = dedup::reconcile(&cand.content, &pairs);
             if matches!(decision, dedup::DedupDecision::Skip { .. }) {
                 continue;
@@ -654,7 +652,7 @@ fn observe_analysed(
             let entry = w.get(docno)?.ok_or_else(|| crate::Error::Storage("lost fact".into()))?;
             batch.insert(docno);
             if let dedup::DedupDecision::Merge { id, .. } = &decision
-                && let Some(target) = close.iter().find(|f| &f.id == id)
+                && let Some(target) = close.iter().find(|f| *f.id == **id)
                 && let Some(old) = supersede(w, target.docno, &entry.id, false, now, "dedup merge")?
             {
                 near.retire(target.docno);
@@ -723,7 +721,7 @@ fn observe_analysed(
                 let mut v = Vec::new();
                 for f in &snapshot {
                     let still = w.docinfo(f.docno)?.is_some_and(|i| !i.superseded);
-                    if still || !resolved.contains(&f.id) {
+                    if still || !resolved.contains(&*f.id) {
                         v.push(Fact {
                             docno: f.docno,
                             id: f.id.clone(),
@@ -738,7 +736,7 @@ fn observe_analysed(
                 (cands.into_iter().filter(|f| f.docno != *new_docno).collect(), Some(stating))
             };
             for c in contradictions_of(&fact.content, &cands, stating.as_ref(), profile) {
-                let Some(target) = cands.iter().find(|f| f.id == c.old_id) else { continue };
+                let Some(target) = cands.iter().find(|f| *f.id == *c.old_id) else { continue };
                 let was_active = w.docinfo(target.docno)?.is_some_and(|i| !i.superseded);
                 near.retire(target.docno);
                 if let Some(old) = supersede(w, target.docno, &fact.id, true, now, &c.reason)?
@@ -779,7 +777,7 @@ fn observe_analysed(
             if resolved.contains(&c.old_id) {
                 continue;
             }
-            let Some(target) = cands.iter().find(|f| f.id == c.old_id) else { continue };
+            let Some(target) = cands.iter().find(|f| *f.id == *c.old_id) else { continue };
             let by = if reference {
                 "raw-text-contradiction".to_owned()
             } else {
