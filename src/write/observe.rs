@@ -279,28 +279,34 @@ fn recent_turns(w: &Writer<'_>, cx: &Ctx) -> Result<Vec<(i64, String)>> {
 }
 
 /// The conversation context of the exchange being observed: the preceding turns
-/// within [`CONTEXT_WINDOW_SECS`], one per line, with their index terms.
+/// within [`CONTEXT_WINDOW_SECS`], one per line.
 struct Context {
     text: String,
-    terms: Vec<Arc<[String]>>,
+    /// Where each turn is in `text`.
+    turns: Vec<std::ops::Range<usize>>,
 }
 
 impl Context {
     fn of(turns: &[(i64, String)], now_us: i64) -> Option<Self> {
-        let parts: Vec<&str> = turns
+        let mut context = Self { text: String::new(), turns: Vec::new() };
+        let recent = turns
             .iter()
-            .filter(|(t, _)| now_us - *t <= CONTEXT_WINDOW_SECS * 1_000_000 && *t <= now_us)
-            .map(|(_, text)| text.as_str())
-            .collect();
-        (!parts.is_empty()).then(|| Self {
-            text: parts.join("\n"),
-            // Memoized: each turn is the context of the next episodes too.
-            terms: parts.iter().map(|p| crate::text::index_terms_memo(p)).collect(),
-        })
+            .filter(|(t, _)| now_us - *t <= CONTEXT_WINDOW_SECS * 1_000_000 && *t <= now_us);
+        for (_, turn) in recent {
+            if !context.turns.is_empty() {
+                context.text.push('\n');
+            }
+            let start = context.text.len();
+            context.text.push_str(turn);
+            context.turns.push(start..context.text.len());
+        }
+        (!context.turns.is_empty()).then_some(context)
     }
 
-    fn parts(&self) -> (&str, &[Arc<[String]>]) {
-        (&self.text, &self.terms)
+    /// The turns' index terms, in order: the context's (lines split as words
+    /// do). Memoized, as each turn is the context of the next episodes too.
+    fn terms(&self) -> Vec<Arc<[String]>> {
+        self.turns.iter().map(|r| crate::text::index_terms_memo(&self.text[r.clone()])).collect()
     }
 }
 
@@ -363,8 +369,9 @@ fn store_episode(
     e.salience = significance::episodic_salience(&sig.score);
     e.user_id.clone_from(&cx.user_id);
     e.domain.clone_from(&cx.domain);
-    let docno =
-        w.insert_indexed(e, context.map(Context::parts), terms.map(|t| (content.as_str(), t)))?;
+    let context_terms = context.map(Context::terms).unwrap_or_default();
+    let context = context.map(|c| (c.text.as_str(), context_terms.as_slice()));
+    let docno = w.insert_indexed(e, context, terms.map(|t| (content.as_str(), t)))?;
     if let Some(set) = novelty {
         w.seed_token_set(docno, set);
     }
