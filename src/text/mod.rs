@@ -2,9 +2,11 @@
 //! synonym groups. Index keys are built from this output, so any change to it bumps
 //! [`TOKENIZER_VERSION`] and the store's schema.
 
+mod memo;
 mod stopwords;
 mod tokenize;
 
+pub(crate) use memo::TextMemo;
 pub use stopwords::is_stop_word;
 
 pub use tokenize::{

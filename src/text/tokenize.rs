@@ -1,9 +1,11 @@
 //! soul-protocol 0.4.0's `search.tokenize`, its synonym groups and `relevance_score`.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock};
 
 use super::TokenHashes;
+use super::memo::TextMemo;
 
 /// Version of the tokenizer's output; stored with the schema.
 pub const TOKENIZER_VERSION: u32 = 2;
@@ -101,36 +103,20 @@ pub fn tokenize_dedup(text: &str) -> BTreeSet<String> {
 /// per-thread memo: the contradiction check compares each new text with the
 /// same facts of its user observe after observe, and hashing a text costs far
 /// less than tokenizing it.
-/// Bounded: cleared when it holds `DEDUP_MEMO_MAX` texts (longer texts than
-/// `DEDUP_MEMO_TEXT_MAX` bytes are not memoized).
 #[must_use]
 pub fn tokenize_dedup_memo(text: &str) -> Arc<TokenHashes> {
-    let of = |text: &str| Arc::new(TokenHashes::from(&tokenize_dedup(text)));
-    if text.len() > DEDUP_MEMO_TEXT_MAX {
-        return of(text);
-    }
     DEDUP_MEMO.with(|memo| {
-        let mut memo = memo.borrow_mut();
-        if let Some(t) = memo.get(text) {
-            return Arc::clone(t);
-        }
-        let t = of(text);
-        if memo.len() >= DEDUP_MEMO_MAX {
-            memo.clear();
-        }
-        memo.insert(text.into(), Arc::clone(&t));
-        t
+        memo.borrow_mut()
+            .get_or_insert_with(text, |text| Arc::new(TokenHashes::from(&tokenize_dedup(text))))
     })
 }
 
-/// Texts a thread's dedup-token memo holds before it is cleared.
-const DEDUP_MEMO_MAX: usize = 1 << 13;
-/// Longer texts are tokenized without the memo.
-const DEDUP_MEMO_TEXT_MAX: usize = 512;
+/// Bytes of text a generation of a thread's text memos holds.
+const MEMO_BYTES: usize = 1 << 20;
 
 thread_local! {
-    static DEDUP_MEMO: std::cell::RefCell<foldhash::HashMap<Box<str>, Arc<TokenHashes>>> =
-        std::cell::RefCell::new(foldhash::HashMap::default());
+    static DEDUP_MEMO: RefCell<TextMemo<Arc<TokenHashes>, MEMO_BYTES>> =
+        RefCell::new(TextMemo::default());
 }
 
 /// The reference's `relevance_score`: the fraction of query tokens found in the content
@@ -169,71 +155,19 @@ pub fn index_terms(text: &str) -> Vec<String> {
 /// turns of many other conversations.
 #[must_use]
 pub fn index_terms_memo(text: &str) -> Arc<[String]> {
-    if text.len() > TERMS_MEMO_TEXT_MAX {
-        return index_terms(text).into();
-    }
-    TERMS_MEMO.with(|memo| {
-        let mut memo = memo.borrow_mut();
-        if let Some(t) = memo.get(text) {
-            return t;
-        }
-        let t: Arc<[String]> = index_terms(text).into();
-        memo.insert(text, Arc::clone(&t));
-        t
-    })
+    TERMS_MEMO.with(|memo| memo.borrow_mut().get_or_insert_with(text, |t| index_terms(t).into()))
 }
 
 /// Puts `terms`, which must be [`index_terms`] of `text` (computed ahead, e.g. on
 /// another thread), in this thread's [`index_terms_memo`].
 pub fn remember_index_terms(text: &str, terms: Vec<String>) {
     debug_assert_eq!(terms, index_terms(text));
-    if text.len() <= TERMS_MEMO_TEXT_MAX {
-        TERMS_MEMO.with(|memo| memo.borrow_mut().insert(text, terms.into()));
-    }
-}
-
-/// Bytes of text a generation of a thread's index-terms memo holds.
-const TERMS_MEMO_BYTES: usize = 1 << 20;
-/// Longer texts are tokenized without the memo.
-const TERMS_MEMO_TEXT_MAX: usize = 4096;
-
-/// Two generations of texts and their terms: when the newer one holds
-/// [`TERMS_MEMO_BYTES`] of text it becomes the older one (the older dropped),
-/// and a text found in the older one moves to the newer. So the memo keeps at
-/// least the texts of the last [`TERMS_MEMO_BYTES`], and those asked for since.
-#[derive(Default)]
-struct TermsMemo {
-    new: foldhash::HashMap<Box<str>, Arc<[String]>>,
-    old: foldhash::HashMap<Box<str>, Arc<[String]>>,
-    new_bytes: usize,
-}
-
-impl TermsMemo {
-    fn get(&mut self, text: &str) -> Option<Arc<[String]>> {
-        if let Some(t) = self.new.get(text) {
-            return Some(Arc::clone(t));
-        }
-        let (text, t) = self.old.remove_entry(text)?;
-        self.insert_owned(text, Arc::clone(&t));
-        Some(t)
-    }
-
-    fn insert(&mut self, text: &str, terms: Arc<[String]>) {
-        self.insert_owned(text.into(), terms);
-    }
-
-    fn insert_owned(&mut self, text: Box<str>, terms: Arc<[String]>) {
-        if self.new_bytes >= TERMS_MEMO_BYTES {
-            self.old = std::mem::take(&mut self.new);
-            self.new_bytes = 0;
-        }
-        self.new_bytes += text.len();
-        self.new.insert(text, terms);
-    }
+    TERMS_MEMO.with(|memo| memo.borrow_mut().insert(text, terms.into()));
 }
 
 thread_local! {
-    static TERMS_MEMO: std::cell::RefCell<TermsMemo> = std::cell::RefCell::new(TermsMemo::default());
+    static TERMS_MEMO: RefCell<TextMemo<Arc<[String]>, MEMO_BYTES>> =
+        RefCell::new(TextMemo::default());
 }
 
 /// The English Snowball stem of a lower-case token.

@@ -25,11 +25,12 @@
 //! cannot reach 0.6 (see [`probe_tokens`]) does not change the decision as long as
 //! the remaining ones keep their order.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::sentiment::py_split;
-use crate::text::{TokenHashes, tokenize_dedup, tokenize_dedup_memo};
+use crate::text::{TextMemo, TokenHashes, tokenize_dedup, tokenize_dedup_memo};
 
 /// Similarity above which a new fact is a duplicate (SKIP).
 pub const SKIP_THRESHOLD: f64 = 0.85;
@@ -172,11 +173,25 @@ fn overlap_hashes(text: &str) -> TokenHashes {
     TokenHashes::of(py_split(&text.to_lowercase()))
 }
 
+/// [`overlap_hashes`] of a stored fact's text, from a per-thread memo: the
+/// pre-filter compares each new fact with the same facts of its user, observe
+/// after observe.
+fn overlap_hashes_memo(text: &str) -> Arc<TokenHashes> {
+    OVERLAP_MEMO.with(|memo| {
+        memo.borrow_mut().get_or_insert_with(text, |text| Arc::new(overlap_hashes(text)))
+    })
+}
+
+thread_local! {
+    static OVERLAP_MEMO: RefCell<TextMemo<Arc<TokenHashes>, { 1 << 20 }>> =
+        RefCell::new(TextMemo::default());
+}
+
 /// [`token_overlap_score`] of a text whose words are `ta` and `b`. The word
 /// sets are compared as hashes ([`TokenHashes`]): the pre-filter compares a
 /// new fact with every fact near it, hundreds for a user with many facts.
 fn overlap_with(ta: &TokenHashes, b: &str) -> f64 {
-    let tb = overlap_hashes(b);
+    let tb = overlap_hashes_memo(b);
     if ta.is_empty() || tb.is_empty() {
         return 0.0;
     }
