@@ -1,12 +1,15 @@
 //! A memo of what a function computes from a text, for the texts an observe meets
 //! again: a conversation's turns, the facts near a new one.
 
+/// Bytes of text a generation of the write path's memos holds.
+pub(crate) const MEMO_BYTES: usize = 1 << 20;
+
 /// Two generations of texts and their values: when the newer one holds `BYTES`
 /// of text it becomes the older one (the older dropped), and a text found in the
 /// older one moves to the newer. So the memo keeps at least the texts of the last
 /// `BYTES` inserted, and those asked for since, in at most twice that much text
 /// (plus the values); texts longer than `BYTES / 256` are not kept.
-pub(crate) struct TextMemo<V, const BYTES: usize> {
+pub(crate) struct TextMemo<V, const BYTES: usize = MEMO_BYTES> {
     new: foldhash::HashMap<Box<str>, V>,
     old: foldhash::HashMap<Box<str>, V>,
     new_bytes: usize,

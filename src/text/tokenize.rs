@@ -111,11 +111,8 @@ pub fn tokenize_dedup_memo(text: &str) -> Arc<TokenHashes> {
     })
 }
 
-/// Bytes of text a generation of a thread's text memos holds.
-const MEMO_BYTES: usize = 1 << 20;
-
 thread_local! {
-    static DEDUP_MEMO: RefCell<TextMemo<Arc<TokenHashes>, MEMO_BYTES>> =
+    static DEDUP_MEMO: RefCell<TextMemo<Arc<TokenHashes>>> =
         RefCell::new(TextMemo::default());
 }
 
@@ -166,7 +163,7 @@ pub fn remember_index_terms(text: &str, terms: Vec<String>) {
 }
 
 thread_local! {
-    static TERMS_MEMO: RefCell<TextMemo<Arc<[String]>, MEMO_BYTES>> =
+    static TERMS_MEMO: RefCell<TextMemo<Arc<[String]>>> =
         RefCell::new(TextMemo::default());
 }
 

@@ -183,7 +183,7 @@ fn overlap_hashes_memo(text: &str) -> Arc<TokenHashes> {
 }
 
 thread_local! {
-    static OVERLAP_MEMO: RefCell<TextMemo<Arc<TokenHashes>, { 1 << 20 }>> =
+    static OVERLAP_MEMO: RefCell<TextMemo<Arc<TokenHashes>>> =
         RefCell::new(TextMemo::default());
 }
 
