@@ -50,13 +50,15 @@
 //! and `\b` are Unicode in both, with tiny category differences (combining marks,
 //! some numerals), and Python's case-insensitive `i` also matches `İ` and `ı`.
 
-use std::sync::LazyLock;
+use std::cell::RefCell;
+use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
 
 use super::dedup::{dedup_tokens, similarity_hashes, stored_tokens};
 use super::sentiment::py_strip;
 use crate::profile::Profile;
+use crate::text::TextMemo;
 
 /// Pre-selection similarity threshold.
 pub const SIMILARITY_THRESHOLD: f64 = 0.3;
@@ -341,7 +343,7 @@ struct NewText<'a> {
     forms: Vec<Form>,
     /// Its "the X is Y" attributes, found when first needed (a negation found
     /// first, or a lone negation check, needs none).
-    attributes: std::cell::OnceCell<Vec<(String, String)>>,
+    attributes: std::cell::OnceCell<Arc<[(String, String)]>>,
     text: &'a str,
 }
 
@@ -381,12 +383,41 @@ impl<'a> NewText<'a> {
 
     /// [`check_entity_attribute`] against `old`.
     fn attribute_with(&self, old: &str) -> Option<String> {
-        let mine = self.attributes.get_or_init(|| entity_attributes(self.text, self.profile));
+        let mine = self.attributes.get_or_init(|| entity_attributes_memo(self.text, self.profile));
         if mine.is_empty() {
             return None;
         }
-        attribute_conflict(mine, &entity_attributes(old, self.profile), self.profile)
+        attribute_conflict(mine, &entity_attributes_memo(old, self.profile), self.profile)
     }
+}
+
+/// A fact's analyses, one memo per profile: a contradiction check meets the same
+/// facts of a user observe after observe, and a new fact (analysed as the new
+/// text) is a candidate of the observes after it.
+#[derive(Default)]
+struct OldMemo {
+    attributes: TextMemo<Arc<[(String, String)]>>,
+    verb_facts: TextMemo<Arc<[(Attribute, String)]>>,
+}
+
+thread_local! {
+    static OLD_MEMO: RefCell<[OldMemo; 2]> = RefCell::new(Default::default());
+}
+
+fn old_memo<V>(profile: Profile, f: impl FnOnce(&mut OldMemo) -> V) -> V {
+    OLD_MEMO.with_borrow_mut(|m| f(&mut m[usize::from(profile.is_reference())]))
+}
+
+/// [`entity_attributes`] from a per-thread memo.
+fn entity_attributes_memo(text: &str, profile: Profile) -> Arc<[(String, String)]> {
+    old_memo(profile, |m| {
+        m.attributes.get_or_insert_with(text, |t| entity_attributes(t, profile).into())
+    })
+}
+
+/// [`verb_facts`] from a per-thread memo.
+fn verb_facts_memo(text: &str, profile: Profile) -> Arc<[(Attribute, String)]> {
+    old_memo(profile, |m| m.verb_facts.get_or_insert_with(text, |t| verb_facts(t, profile).into()))
 }
 
 fn entity_attributes(text: &str, profile: Profile) -> Vec<(String, String)> {
@@ -524,13 +555,14 @@ pub fn detect_scoped(
             }
         }
     }
-    let new_facts = verb_facts(new_content, profile);
+    let new_facts = verb_facts_memo(new_content, profile);
     if !new_facts.is_empty() {
         for (i, &(id, content)) in candidates.iter().enumerate() {
             if flagged.contains(&id) || !may_state(i) {
                 continue;
             }
-            if let Some(reason) = verb_conflict(&new_facts, &verb_facts(content, profile), profile)
+            if let Some(reason) =
+                verb_conflict(&new_facts, &verb_facts_memo(content, profile), profile)
             {
                 results.push(Contradiction {
                     old_id: id.to_owned(),
@@ -595,6 +627,17 @@ mod tests {
                 if !may_contradict(&new, p) {
                     prop_assert!(detect(&new, &pairs, p).is_empty(), "{new:?} {pairs:?}");
                 }
+            }
+        }
+
+        /// The memos answer as the analyses do, for each profile, whichever
+        /// profile asked about the text first.
+        #[test]
+        fn the_memos_answer_as_the_analyses(text in sentence(), reference_first: bool) {
+            let order = if reference_first { [R, D] } else { [D, R] };
+            for p in order.into_iter().chain(order) {
+                prop_assert_eq!(&*entity_attributes_memo(&text, p), &entity_attributes(&text, p)[..]);
+                prop_assert_eq!(&*verb_facts_memo(&text, p), &verb_facts(&text, p)[..]);
             }
         }
     }
