@@ -73,8 +73,17 @@ pub fn tokenize_list(text: &str, min_length: usize) -> Vec<String> {
     let lower = text.to_lowercase();
     lower
         .split(is_separator)
-        .map(|w| w.chars().filter(char::is_ascii_lowercase).collect::<String>())
-        .filter(|w| w.len() >= min_length)
+        .filter_map(|w| {
+            // `a`–`z` are one byte each, and no other character has such a byte.
+            let kept = w.bytes().filter(u8::is_ascii_lowercase).count();
+            if kept < min_length {
+                None
+            } else if kept == w.len() {
+                Some(w.to_owned())
+            } else {
+                Some(w.chars().filter(char::is_ascii_lowercase).collect())
+            }
+        })
         .collect()
 }
 
@@ -229,6 +238,22 @@ mod tests {
             let joined = index_terms(&parts.join("\n"));
             let each: Vec<String> = parts.iter().flat_map(|p| index_terms_memo(p).to_vec()).collect();
             proptest::prop_assert_eq!(joined, each);
+        }
+
+        /// The tokens are the words with every character but `a`–`z` removed
+        /// (whichever characters a word mixes), the short ones dropped.
+        #[test]
+        fn list_tokens_are_the_words_letters(
+            text in "[a-zA-Z0-9 ÀéΣσİıẞß'’_./-]{0,40}",
+            min in 0usize..5,
+        ) {
+            let want: Vec<String> = text
+                .to_lowercase()
+                .split(is_separator)
+                .map(|w| w.chars().filter(char::is_ascii_lowercase).collect::<String>())
+                .filter(|w| w.len() >= min)
+                .collect();
+            proptest::prop_assert_eq!(tokenize_list(&text, min), want);
         }
     }
 

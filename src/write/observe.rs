@@ -425,7 +425,7 @@ impl Analysis {
             facts: facts::extract_facts(user, agent, profile),
             entities: batch.then(|| entities::extract_entities(user, agent, profile)),
             signals: significance::ExchangeSignals::of(user, agent, core_values),
-            tokens: self_model::exchange_tokens(user, agent),
+            tokens: self_model::exchange_keywords(user, agent, profile),
             episode_terms: episode.as_deref().map(crate::text::index_terms),
             turn: (batch && !profile.is_reference()).then(|| {
                 let text = turn_text(user, agent);

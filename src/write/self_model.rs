@@ -34,8 +34,6 @@
 //! replaces its own part), and keys the note by the observe's `user_id` (`"user"`
 //! when there is none).
 
-use std::collections::BTreeSet;
-
 use crate::Profile;
 use crate::error::Result;
 use crate::memory::Memory;
@@ -120,6 +118,22 @@ pub fn exchange_tokens(user: &str, agent: &str) -> Vec<String> {
     tokenize_list(&format!("{user} {agent}"), 3)
 }
 
+/// [`exchange_tokens`] as [`update_with`] reads them fastest, for `profile`: the
+/// default profile's keywords are a sorted set without stop words, so it gets
+/// them sorted, without duplicates or stop words (the same keywords); the
+/// reference profile's set layout depends on their order, so it gets them as
+/// they are.
+#[must_use]
+pub fn exchange_keywords(user: &str, agent: &str, profile: Profile) -> Vec<String> {
+    let mut tokens = exchange_tokens(user, agent);
+    if !profile.is_reference() {
+        tokens.retain(|t| !is_stop(t));
+        tokens.sort_unstable();
+        tokens.dedup();
+    }
+    tokens
+}
+
 fn keywords(exchange: &[String], facts: &[&str], profile: Profile) -> Keywords {
     if profile.is_reference() {
         // tokenize(): a set comprehension; then `|=` each fact's token set.
@@ -161,11 +175,14 @@ fn keywords(exchange: &[String], facts: &[&str], profile: Profile) -> Keywords {
         };
         Keywords { order, py: Some(py) }
     } else {
-        let mut all: BTreeSet<String> = exchange.iter().cloned().collect();
-        for fact in facts {
-            all.extend(tokenize_list(fact, 3));
-        }
-        let order: Vec<String> = all.into_iter().filter(|t| !is_stop(t)).collect();
+        // Sorting is linear on an exchange already sorted ([`exchange_keywords`])
+        // without facts, the common case.
+        let fact_tokens: Vec<Vec<String>> = facts.iter().map(|f| tokenize_list(f, 3)).collect();
+        let tokens = exchange.iter().chain(fact_tokens.iter().flatten()).map(String::as_str);
+        let mut all: Vec<&str> = tokens.filter(|t| !is_stop(t)).collect();
+        all.sort_unstable();
+        all.dedup();
+        let order: Vec<String> = all.into_iter().map(str::to_owned).collect();
         Keywords { order, py: None }
     }
 }
@@ -226,7 +243,8 @@ pub fn update(
     update_with(model, &exchange_tokens(user, agent), facts, user_id, profile);
 }
 
-/// [`update`] with the exchange given as its [`exchange_tokens`].
+/// [`update`] with the exchange given as its [`exchange_tokens`] (or
+/// [`exchange_keywords`], the same keywords).
 pub fn update_with(
     model: &mut SelfModel,
     exchange: &[String],
@@ -395,6 +413,33 @@ mod tests {
         update(&mut m, "Sourdough starter feeding schedule", "", &[], None, Profile::Default);
         assert!(m.self_images.contains_key("sourdough_schedule"));
         assert_eq!(m.self_images["sourdough_schedule"].evidence_count, 4);
+    }
+
+    proptest::proptest! {
+        /// An exchange given as its keywords updates the model as its tokens
+        /// do, in both profiles.
+        #[test]
+        fn an_exchange_as_keywords_updates_as_its_tokens(
+            turns in proptest::collection::vec(
+                ("((python|code|the|and|garden|soil|Seeds|database|error|with) ){0,8}",
+                 "(User works at [A-Z][a-z]{2,6}|I like tea|)"),
+                1..6),
+        ) {
+            for profile in [Profile::Default, Profile::Reference] {
+                let (mut a, mut b) = (SelfModel::default(), SelfModel::default());
+                for (user, fact) in &turns {
+                    let facts: Vec<&str> = [fact.as_str()].into_iter().filter(|f| !f.is_empty()).collect();
+                    let (tokens, keywords) =
+                        (exchange_tokens(user, "ok then"), exchange_keywords(user, "ok then", profile));
+                    update_with(&mut a, &tokens, &facts, Some("u"), profile);
+                    update_with(&mut b, &keywords, &facts, Some("u"), profile);
+                }
+                proptest::prop_assert_eq!(
+                    serde_json::to_string(&a).expect("json"),
+                    serde_json::to_string(&b).expect("json")
+                );
+            }
+        }
     }
 
     #[test]
