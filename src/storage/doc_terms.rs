@@ -282,7 +282,11 @@ mod tests {
             cut in 0usize..600,
             pick in prop::collection::vec(any::<bool>(), 40),
         ) {
-            let keys = IndexKeys { tokens: tokens.clone(), doc_len, ..IndexKeys::default() };
+            let keys = IndexKeys {
+                tokens: tokens.iter().map(|(t, tf)| (t.clone(), *tf)).collect(),
+                doc_len,
+                ..IndexKeys::default()
+            };
             let row = encode(&keys);
             let d = DocTerms::parse(&row).expect("row");
             prop_assert_eq!(d.len, doc_len);

@@ -1,7 +1,7 @@
 //! Index keys derived from an entry. Every index row of a memory comes from here, so
 //! the writer, the consistency check and the rebuild agree by construction.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::Profile;
@@ -14,10 +14,11 @@ pub const FACT_LAYER: &str = "semantic";
 /// Every index row a memory owns, besides its entry and [`super::DocInfo`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IndexKeys {
-    /// Index term → weighted frequency in half units: 2 per occurrence in the
-    /// content, 1 per occurrence in the conversation context ([`CONTENT_UNITS`]);
-    /// and the memory's [`owner_term`] and [`domain_term`].
-    pub tokens: BTreeMap<String, u32>,
+    /// Index terms with their weighted frequency in half units, sorted by term,
+    /// each term once: 2 per occurrence in the content, 1 per occurrence in the
+    /// conversation context ([`CONTENT_UNITS`]); and the memory's [`owner_term`]
+    /// and [`domain_term`].
+    pub tokens: Vec<(String, u32)>,
     /// Document length in the same half units (the tag terms not counted).
     pub doc_len: u32,
     /// Dedup tokens (active facts only).
@@ -120,8 +121,9 @@ pub fn index_keys(entry: &MemoryEntry, profile: Profile, context: Option<&str>) 
 }
 
 /// [`index_keys`] with the terms computed ahead: `content_terms` must be
-/// `index_terms(&entry.content)`, and the context's terms, in parts, those of the
-/// context (`index_terms` of the parts joined by white space, as the context is).
+/// `index_terms(&entry.content)` in any order (sorted ones cost one pass to
+/// check), and the context's terms, in parts, those of the context (`index_terms`
+/// of the parts joined by white space, as the context is).
 #[must_use]
 pub fn index_keys_with<T: AsRef<[String]>>(
     entry: &MemoryEntry,
@@ -130,18 +132,30 @@ pub fn index_keys_with<T: AsRef<[String]>>(
     context_terms: &[T],
 ) -> IndexKeys {
     let mut keys = IndexKeys::default();
-    for t in content_terms.unwrap_or_else(|| index_terms(&entry.content)) {
-        *keys.tokens.entry(t).or_insert(0) += CONTENT_UNITS;
-        keys.doc_len += CONTENT_UNITS;
-    }
-    for t in context_terms.iter().flat_map(AsRef::as_ref) {
-        match keys.tokens.get_mut(t.as_str()) {
-            Some(units) => *units += CONTEXT_UNITS,
-            None => {
-                keys.tokens.insert(t.clone(), CONTEXT_UNITS);
-            }
+    // Both lists sorted, then merged: the content's terms move in, a context
+    // term is copied only when the content lacks it.
+    let mut content = content_terms.unwrap_or_else(|| index_terms(&entry.content));
+    content.sort_unstable();
+    let mut context: Vec<&str> =
+        context_terms.iter().flat_map(AsRef::as_ref).map(String::as_str).collect();
+    context.sort_unstable();
+    let units = |n: usize, each: u32| u32::try_from(n).unwrap_or(u32::MAX).saturating_mul(each);
+    keys.doc_len =
+        units(content.len(), CONTENT_UNITS).saturating_add(units(context.len(), CONTEXT_UNITS));
+    let tokens = &mut keys.tokens;
+    tokens.reserve(content.len() + context.len() + 2);
+    let mut context = context.into_iter().peekable();
+    for term in content {
+        while let Some(c) = context.next_if(|c| *c < term.as_str()) {
+            add_units(tokens, c, CONTEXT_UNITS);
         }
-        keys.doc_len += CONTEXT_UNITS;
+        match tokens.last_mut() {
+            Some((last, u)) if *last == term => *u += CONTENT_UNITS,
+            _ => tokens.push((term, CONTENT_UNITS)),
+        }
+    }
+    for c in context {
+        add_units(tokens, c, CONTEXT_UNITS);
     }
     if is_active_fact(entry) {
         keys.fact_tokens = tokenize_dedup(&entry.content);
@@ -151,7 +165,67 @@ pub fn index_keys_with<T: AsRef<[String]>>(
         keys.card = fact_card(entry);
     }
     keys.entities = entry.entities.iter().map(|e| e.to_lowercase()).collect();
-    keys.tokens.insert(owner_term(entry.user_id.as_deref().unwrap_or("")), OWNER_TERM_UNITS);
-    keys.tokens.insert(domain_term(&entry.domain), DOMAIN_TERM_UNITS);
+    set_units(
+        &mut keys.tokens,
+        owner_term(entry.user_id.as_deref().unwrap_or("")),
+        OWNER_TERM_UNITS,
+    );
+    set_units(&mut keys.tokens, domain_term(&entry.domain), DOMAIN_TERM_UNITS);
     keys
+}
+
+/// Adds `units` to `term`, which sorts at or after the last of `tokens`.
+fn add_units(tokens: &mut Vec<(String, u32)>, term: &str, units: u32) {
+    match tokens.last_mut() {
+        Some((last, u)) if last == term => *u += units,
+        _ => tokens.push((term.to_owned(), units)),
+    }
+}
+
+/// Sets `term`'s units in the sorted `tokens`, where it may be anywhere.
+fn set_units(tokens: &mut Vec<(String, u32)>, term: String, units: u32) {
+    match tokens.binary_search_by(|(t, _)| t.as_str().cmp(&term)) {
+        Ok(i) => tokens[i].1 = units,
+        Err(i) => tokens.insert(i, (term, units)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::model::MemoryType;
+
+    proptest! {
+        /// The terms are those of the content at two units per occurrence and
+        /// of the context parts at one, summed per term, with the owner and
+        /// domain tags, in term order, and the length counts the words.
+        #[test]
+        fn the_terms_are_the_contents_and_the_contexts_counted(
+            content in prop::collection::vec("(tea|rust|paris|walk|an|zoo)", 0..12),
+            parts in prop::collection::vec(
+                prop::collection::vec("(tea|go|paris|ant|zoo|zz)", 0..8), 0..3),
+            user in prop::option::of("(ana|bo)"),
+        ) {
+            let mut entry = MemoryEntry::new(MemoryType::Episodic, content.join(" "));
+            entry.user_id = user.clone();
+            let parts: Vec<Vec<String>> = parts;
+            let keys = index_keys_with(&entry, Profile::Default, Some(content.clone()), &parts);
+            let mut want: BTreeMap<String, u32> = BTreeMap::new();
+            for t in &content {
+                *want.entry(t.clone()).or_default() += CONTENT_UNITS;
+            }
+            for t in parts.iter().flatten() {
+                *want.entry(t.clone()).or_default() += CONTEXT_UNITS;
+            }
+            let words = u32::try_from(content.len() * 2 + parts.iter().flatten().count()).unwrap_or(0);
+            prop_assert_eq!(keys.doc_len, words);
+            want.insert(owner_term(user.as_deref().unwrap_or("")), OWNER_TERM_UNITS);
+            want.insert(domain_term(&entry.domain), DOMAIN_TERM_UNITS);
+            prop_assert_eq!(keys.tokens, want.into_iter().collect::<Vec<_>>());
+        }
+    }
 }

@@ -893,7 +893,7 @@ impl<'t> Writer<'t> {
         self.marks.set(&self.superseded, docno, false)?;
         self.doc_cache.get_mut().remove(&docno);
         if !same.postings {
-            for tok in keys.tokens.keys() {
+            for (tok, _) in &keys.tokens {
                 self.pending.remove(tok, docno);
             }
         }

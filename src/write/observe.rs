@@ -392,7 +392,8 @@ pub(crate) struct Analysis {
     signals: significance::ExchangeSignals,
     /// The exchange's tokens for the self-model.
     tokens: Vec<String>,
-    /// The index terms of the episode the exchange may become (batches only).
+    /// The index terms of the episode the exchange may become, sorted (batches
+    /// only).
     episode_terms: Option<Vec<String>>,
     /// The exchange's turn ([`turn_text`]) and its index terms, which the next
     /// episodes of the conversation are indexed with (default-profile batches
@@ -426,7 +427,13 @@ impl Analysis {
             entities: batch.then(|| entities::extract_entities(user, agent, profile)),
             signals: significance::ExchangeSignals::of(user, agent, core_values),
             tokens: self_model::exchange_keywords(user, agent, profile),
-            episode_terms: episode.as_deref().map(crate::text::index_terms),
+            // Sorted here, on the pool: the writer sorts them to index them, and
+            // a sorted list costs it one pass.
+            episode_terms: episode.as_deref().map(|e| {
+                let mut terms = crate::text::index_terms(e);
+                terms.sort_unstable();
+                terms
+            }),
             turn: (batch && !profile.is_reference()).then(|| {
                 let text = turn_text(user, agent);
                 let terms = crate::text::index_terms(&text);
