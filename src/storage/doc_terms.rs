@@ -283,7 +283,7 @@ mod tests {
             pick in prop::collection::vec(any::<bool>(), 40),
         ) {
             let keys = IndexKeys {
-                tokens: tokens.iter().map(|(t, tf)| (t.clone(), *tf)).collect(),
+                tokens: tokens.clone().into_iter().collect(),
                 doc_len,
                 ..IndexKeys::default()
             };

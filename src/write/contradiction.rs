@@ -395,29 +395,29 @@ impl<'a> NewText<'a> {
 /// facts of a user observe after observe, and a new fact (analysed as the new
 /// text) is a candidate of the observes after it.
 #[derive(Default)]
-struct OldMemo {
+struct FactMemo {
     attributes: TextMemo<Arc<[(String, String)]>>,
     verb_facts: TextMemo<Arc<[(Attribute, String)]>>,
 }
 
 thread_local! {
-    static OLD_MEMO: RefCell<[OldMemo; 2]> = RefCell::new(Default::default());
+    static FACT_MEMO: RefCell<[FactMemo; 2]> = RefCell::new(Default::default());
 }
 
-fn old_memo<V>(profile: Profile, f: impl FnOnce(&mut OldMemo) -> V) -> V {
-    OLD_MEMO.with_borrow_mut(|m| f(&mut m[usize::from(profile.is_reference())]))
+fn fact_memo<V>(profile: Profile, f: impl FnOnce(&mut FactMemo) -> V) -> V {
+    FACT_MEMO.with_borrow_mut(|m| f(&mut m[usize::from(profile.is_reference())]))
 }
 
 /// [`entity_attributes`] from a per-thread memo.
 fn entity_attributes_memo(text: &str, profile: Profile) -> Arc<[(String, String)]> {
-    old_memo(profile, |m| {
+    fact_memo(profile, |m| {
         m.attributes.get_or_insert_with(text, |t| entity_attributes(t, profile).into())
     })
 }
 
 /// [`verb_facts`] from a per-thread memo.
 fn verb_facts_memo(text: &str, profile: Profile) -> Arc<[(Attribute, String)]> {
-    old_memo(profile, |m| m.verb_facts.get_or_insert_with(text, |t| verb_facts(t, profile).into()))
+    fact_memo(profile, |m| m.verb_facts.get_or_insert_with(text, |t| verb_facts(t, profile).into()))
 }
 
 fn entity_attributes(text: &str, profile: Profile) -> Vec<(String, String)> {
