@@ -390,7 +390,8 @@ pub(crate) struct Analysis {
     entities: Option<entities::ExtractedEntities>,
     /// What significance reads of the exchange alone.
     signals: significance::ExchangeSignals,
-    /// The exchange's tokens for the self-model.
+    /// The exchange's words for the self-model, as
+    /// [`self_model::exchange_keywords`] gives them for the profile.
     tokens: Vec<String>,
     /// The index terms of the episode the exchange may become, sorted (batches
     /// only).
