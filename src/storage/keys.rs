@@ -74,7 +74,7 @@ pub fn fact_card(entry: &MemoryEntry) -> Option<FactCard> {
 /// ([`super::doc_terms`]).
 #[must_use]
 pub fn owner_term(owner: &str) -> String {
-    format!("{OWNER_TERM_PREFIX}{owner}")
+    crate::text::concat(&[OWNER_TERM_PREFIX, owner])
 }
 
 /// What every [`owner_term`] starts with.
@@ -90,7 +90,7 @@ pub const OWNER_TERM_UNITS: u32 = 1;
 /// its terms row.
 #[must_use]
 pub fn domain_term(domain: &str) -> String {
-    format!("{DOMAIN_TERM_PREFIX}{domain}")
+    crate::text::concat(&[DOMAIN_TERM_PREFIX, domain])
 }
 
 /// What every [`domain_term`] starts with.

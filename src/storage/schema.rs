@@ -64,7 +64,7 @@ pub const FACT_CARDS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new
 /// The partition key of a fact's owner and domain in [`FACT_TOKENS`].
 #[must_use]
 pub fn fact_partition(user_id: Option<&str>, domain: &str) -> String {
-    format!("{}\u{1f}{domain}", user_id.unwrap_or(""))
+    crate::text::concat(&[user_id.unwrap_or(""), "\u{1f}", domain])
 }
 
 /// `(slot key, user_id or "", domain, docno) → ()` over active semantic facts: prefix
@@ -176,7 +176,7 @@ pub fn validate_name(what: &'static str, name: &str) -> Result<()> {
 pub fn entry_table_name(layer: &str, domain: &str) -> Result<String> {
     validate_name("layer", layer)?;
     validate_name("domain", domain)?;
-    Ok(format!("{ENTRY_TABLE_PREFIX}{layer}:{domain}"))
+    Ok(crate::text::concat(&[ENTRY_TABLE_PREFIX, layer, ":", domain]))
 }
 
 /// Names of the entry tables among `tables` (those [`parse_entry_table_name`]

@@ -246,7 +246,14 @@ fn new_id() -> String {
         } & MASK;
         Some(next)
     });
-    format!("{next:012x}")
+    hex12(next)
+}
+
+/// `n`'s low 48 bits as 12 lower-case hex digits (`format!("{n:012x}")` for an
+/// `n` below 2^48, without the formatting machinery).
+fn hex12(n: u64) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    (0..12).rev().map(|i| char::from(DIGITS[((n >> (4 * i)) & 0xf) as usize])).collect()
 }
 
 impl<'t> Writer<'t> {
@@ -1182,7 +1189,20 @@ impl<'t> Writer<'t> {
 
 #[cfg(test)]
 mod tests {
-    use super::new_id;
+    use super::{hex12, new_id};
+
+    #[test]
+    fn hex12_is_the_formatted_hex() {
+        let mut n: u64 = 0x9e37_79b9_7f4a_7c15;
+        for v in [0, 1, 0xf, 0x10, 0xabc_def0_1234, (1 << 48) - 1] {
+            assert_eq!(hex12(v), format!("{v:012x}"));
+        }
+        for _ in 0..1_000 {
+            n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let v = n >> 16;
+            assert_eq!(hex12(v), format!("{v:012x}"));
+        }
+    }
 
     /// A new id that a memory already holds is passed over, and the holder
     /// keeps its docno.

@@ -263,20 +263,8 @@ impl FactCandidate {
 // Python compatibility helpers (shared with `entities`)
 // ---------------------------------------------------------------------------
 
-/// Python's `str.isspace` for one character (Rust's `White_Space` plus U+001C–U+001F).
-pub(crate) fn py_is_space(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
-/// Python's `str.strip()`.
-pub(crate) fn py_strip(s: &str) -> &str {
-    s.trim_matches(py_is_space)
-}
-
-/// Python's `str.split()` (no argument).
-pub(crate) fn py_split(s: &str) -> impl Iterator<Item = &str> {
-    s.split(py_is_space).filter(|w| !w.is_empty())
-}
+/// Python's `str.strip()` and `str.split()` (no argument), as sentiment has them.
+pub(crate) use super::sentiment::{py_split, py_strip};
 
 /// Rewrites a Python `re` pattern for the `regex` crate: Python's `\w` (`isalnum`
 /// or `_`) becomes `[\p{L}\p{N}_]` (Rust's `\w` also takes combining marks and
@@ -812,20 +800,8 @@ pub fn classify_category(content: &str) -> Option<MemoryCategory> {
     }
 }
 
-/// The reference's `generate_abstract`: the text before the first `.`, `!`, `?` or
-/// line break, stripped; over 400 characters it is cut at the last space before 400
-/// and gets "...".
-#[must_use]
-pub fn generate_abstract(content: &str) -> String {
-    let first = content.split(['.', '!', '?', '\n']).next().unwrap_or("");
-    let first = py_strip(first);
-    if first.chars().count() > 400 {
-        let head: String = first.chars().take(400).collect();
-        let cut = head.rfind(' ').map_or(head.as_str(), |i| &head[..i]);
-        return format!("{cut}...");
-    }
-    first.to_owned()
-}
+/// The reference's `generate_abstract`, shared with the episodes' abstracts.
+pub use super::significance::generate_abstract;
 
 #[cfg(test)]
 mod tests {

@@ -266,8 +266,10 @@ pub const CONTEXT_TURNS: usize = 2;
 /// How far back a preceding turn still counts as the same conversation.
 pub const CONTEXT_WINDOW_SECS: i64 = 3600;
 
+/// The meta key of a conversation's recent turns: `ctx␟` and the fact partition
+/// ([`schema::fact_partition`]) of its user and domain.
 fn context_key(user: Option<&str>, domain: &str) -> String {
-    format!("ctx\u{1f}{}", schema::fact_partition(user, domain))
+    crate::text::concat(&["ctx\u{1f}", user.unwrap_or(""), "\u{1f}", domain])
 }
 
 /// The recent turns of this user's conversation in this domain, oldest first.
@@ -312,7 +314,7 @@ impl Context {
 
 /// A turn as the conversation context keeps it: both texts, at most 2 KB.
 fn turn_text(user: &str, agent: &str) -> String {
-    let mut text = format!("{user} {agent}");
+    let mut text = crate::text::concat(&[user, " ", agent]);
     text.truncate(text.trim_end().len());
     // Keep the context bounded: a long message contributes its first 2 KB.
     if text.len() > 2048 {
@@ -365,7 +367,8 @@ fn store_episode(
     e.somatic = Some(somatic.clone());
     e.significance = sig.overall;
     e.access_timestamps = vec![cx.now];
-    e.r#abstract = Some(significance::episodic_abstract(user, agent));
+    // `episodic_abstract(user, agent)`, from the content built above.
+    e.r#abstract = Some(significance::generate_abstract(&content));
     e.salience = significance::episodic_salience(&sig.score);
     e.user_id.clone_from(&cx.user_id);
     e.domain.clone_from(&cx.domain);

@@ -39,12 +39,37 @@ pub(crate) fn py_strip(text: &str) -> &str {
 }
 
 /// Python's `round(x, digits)` for a float: the double nearest to the decimal
-/// rounded half-to-even on the exact binary value (Rust's fixed-precision formatting
-/// rounds the same way).
+/// rounded half-to-even on the exact binary value.
+///
+/// Computed as `round(x·10^digits) / 10^digits` unless the product, rounded to a
+/// double, is exactly a half. Below 2^52 every half is a double, and rounding is
+/// monotone, so the exact product and the rounded one can only lie on different
+/// sides of a half when the rounded one is that half: otherwise their nearest
+/// integers are the same, and that integer divided by the exact power of ten is
+/// correctly rounded, as the decimal's parse is. A half, a large product or a
+/// precision past 15 is rounded by formatting (Rust's fixed-precision formatting
+/// rounds the exact binary value half to even) and parsing. The write path rounds
+/// four significance scores per observe, and the formatting cost ~20 times the
+/// arithmetic.
 pub(crate) fn py_round(x: f64, digits: usize) -> f64 {
+    /// 10^i, exact, for the precisions the arithmetic handles.
+    const POW10: [f64; 16] =
+        [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
     if !x.is_finite() {
         return x;
     }
+    if let Some(&p) = POW10.get(digits) {
+        let y = x * p;
+        // Below 2^52, `y - floor(y)` is exact.
+        if y.abs() < 4_503_599_627_370_496.0 && y - y.floor() != 0.5 {
+            return y.round() / p;
+        }
+    }
+    py_round_by_format(x, digits)
+}
+
+/// [`py_round`] by formatting and parsing, for any precision.
+fn py_round_by_format(x: f64, digits: usize) -> f64 {
     format!("{x:.digits$}").parse().unwrap_or(x)
 }
 
@@ -310,5 +335,68 @@ mod tests {
     fn python_round_is_half_even() {
         assert!((py_round(0.0625, 3) - 0.062).abs() < 1e-15);
         assert!((py_round(2.675, 2) - 2.67).abs() < 1e-15);
+    }
+
+    /// Values at and next to the halves of a precision, where the product's
+    /// rounding decides, with their neighbours one and two ulps away.
+    fn near_halves() -> Vec<(f64, usize)> {
+        let mut out = Vec::new();
+        for digits in 0..=6usize {
+            let p = 10f64.powi(digits as i32);
+            for k in [-2001i64, -7, -1, 1, 3, 5, 25, 125, 2675, 99_999, 1_234_567] {
+                let half = (k as f64 + 0.5) / p;
+                let mut v = half;
+                for _ in 0..2 {
+                    v = v.next_up();
+                    out.push((v, digits));
+                }
+                let mut v = half;
+                for _ in 0..2 {
+                    v = v.next_down();
+                    out.push((v, digits));
+                }
+                out.push((half, digits));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn python_round_agrees_with_the_formatted_rounding_next_to_halves() {
+        for (x, digits) in near_halves() {
+            let (got, want) = (py_round(x, digits), py_round_by_format(x, digits));
+            assert_eq!(got.to_bits(), want.to_bits(), "round({x:e}, {digits})");
+        }
+        for x in [-0.0004, -0.0, 0.0, 1e-300, -1e-300, 4e15, 9.1e15, 1e300] {
+            for digits in [0, 3, 15, 16, 20] {
+                let (got, want) = (py_round(x, digits), py_round_by_format(x, digits));
+                assert_eq!(got.to_bits(), want.to_bits(), "round({x:e}, {digits})");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Doubles of every magnitude the scores have and far beyond, any
+        /// precision up to 17: the arithmetic answers as the formatting does,
+        /// to the bit.
+        #[test]
+        fn python_round_agrees_with_the_formatted_rounding(
+            m in -1.0f64..1.0,
+            scale in -12i32..18,
+            digits in 0usize..=17,
+        ) {
+            let x = m * 10f64.powi(scale);
+            let (got, want) = (py_round(x, digits), py_round_by_format(x, digits));
+            proptest::prop_assert_eq!(got.to_bits(), want.to_bits(), "round({:e}, {})", x, digits);
+        }
+
+        /// Any finite double at all, by its bits.
+        #[test]
+        fn python_round_agrees_on_any_double(bits in proptest::prelude::any::<u64>(), digits in 0usize..=17) {
+            let x = f64::from_bits(bits);
+            proptest::prop_assume!(x.is_finite());
+            let (got, want) = (py_round(x, digits), py_round_by_format(x, digits));
+            proptest::prop_assert_eq!(got.to_bits(), want.to_bits(), "round({:e}, {})", x, digits);
+        }
     }
 }

@@ -123,7 +123,7 @@ pub fn combined_text(user_input: &str, agent_output: &str) -> String {
 /// The content of the episodic entry for an exchange: `"User: {user}\nAgent: {agent}"`.
 #[must_use]
 pub fn episodic_content(user_input: &str, agent_output: &str) -> String {
-    format!("User: {user_input}\nAgent: {agent_output}")
+    crate::text::concat(&["User: ", user_input, "\nAgent: ", agent_output])
 }
 
 fn is_word_char(c: char) -> bool {
