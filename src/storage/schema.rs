@@ -64,7 +64,13 @@ pub const FACT_CARDS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new
 /// The partition key of a fact's owner and domain in [`FACT_TOKENS`].
 #[must_use]
 pub fn fact_partition(user_id: Option<&str>, domain: &str) -> String {
-    crate::text::concat(&[user_id.unwrap_or(""), "\u{1f}", domain])
+    crate::text::concat(&fact_partition_parts(user_id, domain))
+}
+
+/// The pieces [`fact_partition`] joins, for keys that embed it.
+#[must_use]
+pub fn fact_partition_parts<'a>(user_id: Option<&'a str>, domain: &'a str) -> [&'a str; 3] {
+    [user_id.unwrap_or(""), "\u{1f}", domain]
 }
 
 /// `(slot key, user_id or "", domain, docno) → ()` over active semantic facts: prefix

@@ -97,7 +97,7 @@ impl WordSet {
 /// builds its keys and names with, many times per observe, where `format!`'s
 /// machinery cost ~20 times as much as the copies.
 #[must_use]
-pub fn concat(parts: &[&str]) -> String {
+pub(crate) fn concat(parts: &[&str]) -> String {
     let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
     for p in parts {
         out.push_str(p);

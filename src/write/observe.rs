@@ -269,7 +269,8 @@ pub const CONTEXT_WINDOW_SECS: i64 = 3600;
 /// The meta key of a conversation's recent turns: `ctx␟` and the fact partition
 /// ([`schema::fact_partition`]) of its user and domain.
 fn context_key(user: Option<&str>, domain: &str) -> String {
-    crate::text::concat(&["ctx\u{1f}", user.unwrap_or(""), "\u{1f}", domain])
+    let [owner, sep, domain] = schema::fact_partition_parts(user, domain);
+    crate::text::concat(&["ctx\u{1f}", owner, sep, domain])
 }
 
 /// The recent turns of this user's conversation in this domain, oldest first.
