@@ -112,6 +112,13 @@ fn the_default_tail_follows_the_store_size() {
     assert_eq!(default_cap(0), 256);
     assert_eq!(default_cap(64 * 1000), 1000);
     assert_eq!(default_cap(1_000_000), 4096);
+    // A batch may fill it further on a large store only.
+    use soulmem::storage::tail::batch_cap;
+    assert_eq!(batch_cap(0), 256);
+    assert_eq!(batch_cap(64 * 1000), 1000);
+    assert_eq!(batch_cap(262_144), 4096);
+    assert_eq!(batch_cap(1_000_000), 15_625);
+    assert_eq!(batch_cap(10_000_000), 16_384);
     let mem = Memory::open_in_memory().expect("open");
     mem.add_batch((0..200).map(entry).collect()).expect("add");
     assert_eq!(tail_rows(&mem), 200);
@@ -119,6 +126,89 @@ fn the_default_tail_follows_the_store_size() {
     assert_eq!(tail_rows(&mem), 0, "300 is past a small store's 256");
     assert!(block_rows(&mem) > 0);
     assert_consistent(&mem);
+}
+
+/// The caps a store opened with: a batch's never below a single write's, and
+/// the single write's cap serving batches too when it alone is set.
+#[test]
+fn the_batch_cap_is_the_single_caps_unless_set() {
+    use soulmem::storage::tail::{BATCH_MIN_NEW, Caps};
+    let docs = 1_000_000;
+    let default = Caps::default();
+    assert_eq!((default.single(docs), default.batch(docs)), (4096, 15_625));
+    assert_eq!(default.for_write(docs, BATCH_MIN_NEW - 1), 4096);
+    assert_eq!(default.for_write(docs, BATCH_MIN_NEW), 15_625);
+    let single = Caps { single: Some(1000), batch: None };
+    assert_eq!((single.single(docs), single.batch(docs)), (1000, 1000));
+    let both = Caps { single: Some(1000), batch: Some(3000) };
+    assert_eq!((both.single(docs), both.batch(docs)), (1000, 3000));
+    let lower = Caps { single: Some(1000), batch: Some(10) };
+    assert_eq!(lower.batch(docs), 1000, "a batch fits wherever a single write does");
+    let batch_only = Caps { single: None, batch: Some(3000) };
+    assert_eq!((batch_only.single(docs), batch_only.batch(docs)), (4096, 4096));
+    assert_eq!(batch_only.batch(10_000), 3000);
+}
+
+/// A write of at least `BATCH_MIN_NEW` new memories may leave the tail past the
+/// cap of smaller writes, up to the batch cap; a smaller write, or the batch
+/// that would pass the batch cap, merges it, and searches find the same
+/// memories throughout.
+#[test]
+fn a_batch_may_fill_the_tail_past_a_single_writes_cap() {
+    use soulmem::storage::tail::BATCH_MIN_NEW;
+    let big = BATCH_MIN_NEW as usize;
+    let (single, batch_cap) = (600, 3 * BATCH_MIN_NEW);
+    let settings =
+        Settings { idle_tail_merge: None, ..Settings::for_profile(soulmem::Profile::Default) };
+    let mem = Memory::builder()
+        .settings(settings)
+        .postings_tail_docs(single)
+        .postings_tail_batch_docs(batch_cap)
+        .open_in_memory()
+        .expect("open");
+    let fill = mem.postings_tail().expect("fill");
+    assert_eq!((fill.cap, fill.batch_cap), (single, batch_cap));
+    let mut ids: Vec<String> = Vec::new();
+    let add_batch = |mem: &Memory, ids: &mut Vec<String>, n: usize| {
+        let from = ids.len();
+        ids.extend(mem.add_batch((from..from + n).map(entry).collect()).expect("add"));
+    };
+    add_batch(&mem, &mut ids, 100);
+    assert_eq!(tail_rows(&mem), 100);
+    // One short of a batch: past the single cap, so it merges.
+    add_batch(&mem, &mut ids, big - 1);
+    assert_eq!(tail_rows(&mem), 0, "a small write merges a tail it takes past its cap");
+    let blocks = block_rows(&mem);
+    assert!(blocks > 0);
+    add_batch(&mem, &mut ids, 100);
+    add_batch(&mem, &mut ids, big);
+    add_batch(&mem, &mut ids, big);
+    assert_eq!(tail_rows(&mem), (100 + 2 * big) as u64, "batches fill it past the single cap");
+    assert_eq!(block_rows(&mem), blocks, "no merge");
+    assert_eq!(mem.postings_tail().expect("fill").memories, (100 + 2 * big) as u64);
+    assert_consistent(&mem);
+    // Words one memory each holds (a word all hold would rank newer ones first).
+    let queries = [word(0), word(150), word(ids.len() - 1)];
+    let in_tail: Vec<Vec<String>> = queries.iter().map(|q| found(&mem, q)).collect();
+    assert_eq!(
+        in_tail,
+        vec![vec![ids[0].clone()], vec![ids[150].clone()], vec![ids[ids.len() - 1].clone()]]
+    );
+    // The batch that would pass the batch cap merges it.
+    add_batch(&mem, &mut ids, big);
+    assert_eq!(tail_rows(&mem), 0);
+    assert!(block_rows(&mem) > blocks);
+    assert_consistent(&mem);
+    // So does a single add that finds it past the single cap.
+    add_batch(&mem, &mut ids, big);
+    add_batch(&mem, &mut ids, big);
+    assert_eq!(tail_rows(&mem), 2 * big as u64);
+    let id = mem.add(entry(ids.len())).expect("add");
+    assert_eq!(tail_rows(&mem), 0, "a single add merges a batch-filled tail");
+    assert_consistent(&mem);
+    assert_eq!(found(&mem, &word(ids.len())), vec![id]);
+    let merged: Vec<Vec<String>> = queries.iter().map(|q| found(&mem, q)).collect();
+    assert_eq!(merged, in_tail, "the same memories found from the blocks");
 }
 
 fn terms_rows(mem: &Memory) -> u64 {

@@ -123,8 +123,8 @@ pub struct Store {
     /// same results).
     large_owners: parking_lot::Mutex<std::collections::HashMap<String, (u64, bool)>>,
     /// Memories the postings tail may hold before a write transaction merges it
-    /// into the blocks (`None`: [`tail::default_cap`] of the store's size).
-    tail_max: Option<u64>,
+    /// into the blocks.
+    tail_caps: tail::Caps,
 }
 
 /// Where a store's write transactions spent their time, summed over those
@@ -507,7 +507,7 @@ impl Store {
             tail_fill: (std::sync::atomic::AtomicU64::new(0), std::sync::atomic::AtomicU64::new(0)),
             timings: parking_lot::Mutex::new(WriteTimings::default()),
             large_owners: parking_lot::Mutex::new(std::collections::HashMap::new()),
-            tail_max: None,
+            tail_caps: tail::Caps::default(),
             access: std::sync::Arc::new(access_log::AccessLog::new(
                 applied,
                 crate::Settings::for_profile(profile).access_history_cap,
@@ -609,16 +609,24 @@ impl Store {
     }
 
     /// Sets how many memories the postings tail may hold before a write merges it
-    /// into the blocks (instead of [`tail::default_cap`]).
-    pub(crate) fn set_tail_max(&mut self, docs: u64) {
-        self.tail_max = Some(docs);
+    /// into the blocks (instead of the defaults of [`tail::Caps`]).
+    pub(crate) fn set_tail_caps(&mut self, caps: tail::Caps) {
+        self.tail_caps = caps;
     }
 
     /// How many memories the postings tail of a store of `docs` memories takes
-    /// before a write merges it into the blocks.
+    /// before a write of fewer than [`tail::BATCH_MIN_NEW`] new memories merges it
+    /// into the blocks.
     #[must_use]
     pub fn tail_cap(&self, docs: u64) -> u64 {
-        tail::cap(self.tail_max, docs)
+        self.tail_caps.single(docs)
+    }
+
+    /// How many a write of at least [`tail::BATCH_MIN_NEW`] new memories may
+    /// leave in it.
+    #[must_use]
+    pub fn tail_batch_cap(&self, docs: u64) -> u64 {
+        self.tail_caps.batch(docs)
     }
 
     /// The profile the store was created with.

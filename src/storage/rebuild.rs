@@ -174,7 +174,7 @@ impl Store {
         let fill;
         let (out, next, (version, change), applied, phases) = {
             let mut w = Writer::open(&txn, self.profile)?;
-            w.set_tail_max(self.tail_max);
+            w.set_tail_caps(self.tail_caps);
             // Pending access records up to `access_upto` first; on an emptied store
             // they are void (their memories are gone). `f` reads entries as stored:
             // what it writes back of them keeps the records not written yet valid.

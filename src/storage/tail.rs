@@ -6,8 +6,8 @@
 //! written out by the commit. A transaction that only adds a few new memories
 //! (one observe) instead writes each memory's terms as one row of the tail table
 //! ([`POSTING_TAIL`], keyed by docno, so one leaf at the table's end), and the
-//! tail is merged into the blocks by the first transaction that would exceed
-//! [`TAIL_MAX_DOCS`] or that changes anything else in the postings (a removal,
+//! tail is merged into the blocks by the first transaction that would take it
+//! past its cap ([`Caps`]) or that changes anything else in the postings (a removal,
 //! a re-indexed memory, a bulk write): that transaction applies the tail's postings
 //! before its own, term by term, as any batch.
 //!
@@ -37,20 +37,20 @@ use crate::error::Result;
 /// Memories the tail holds at most, by default, before it is merged into the
 /// blocks: a 64th of the store ([`default_cap`]), at least this many...
 pub const TAIL_MIN_DOCS: u64 = 256;
-/// ... and at most this many.
+/// ... and at most this many, for writes of fewer than [`BATCH_MIN_NEW`] new
+/// memories (a batch may fill it further: [`batch_cap`]).
 ///
 /// A merge rewrites the last block of every term the tail holds (at 1M memories
 /// a batch of 1,000 observes touches ~3,300 leaves of the postings table), so the
-/// longer the tail, the fewer merges: at 1M a batch of 1,000 observes goes into
-/// the tail whole and the blocks take three or four batches at once. Queries read
-/// the tail's postings as blocks of [`super::postings::BLOCK`], bounded as they
-/// come (`read::candidates`), without the blocks' stored bounds: a tail kept to a
-/// small share of the store costs them little. Writers keep the index of each
-/// version readers will see ([`TailCache`]); a process's first reader indexes
-/// the tail as stored, ~6 µs a memory, so the first recall after a store opens
-/// pays for the whole tail. (A cap of 16,384 made batched ingest at 1M 6–10%
-/// faster, but that first recall took ~75 ms with 11,000 memories in the tail,
-/// and the merge a write pays 457 ms: `docs/PERFORMANCE.md`, session 35.)
+/// longer the tail, the fewer merges. Queries read the tail's postings as blocks
+/// of [`super::postings::BLOCK`], bounded as they come (`read::candidates`),
+/// without the blocks' stored bounds: a tail kept to a small share of the store
+/// costs them little. Writers keep the index of each version readers will see
+/// ([`TailCache`]); a process's first reader indexes the tail as stored (~1.4 µs
+/// a memory, on the prewarm thread). What bounds this cap is the merge itself:
+/// the write that fills the tail pays it, ~230 ms at 1M for 4,096 memories,
+/// ~460 ms for 16,384 (`docs/PERFORMANCE.md`, sessions 35 and 36), a lot for a
+/// single observe of ~1 ms and little for a batch.
 pub const TAIL_MAX_DOCS: u64 = 4096;
 
 /// The tail's default size for a store of `docs` memories: a 64th of them,
@@ -74,12 +74,65 @@ pub fn merge_when_idle(held: u64, cap: u64) -> bool {
     held >= IDLE_MERGE_MIN_DOCS && held.saturating_mul(4) >= cap.saturating_mul(3)
 }
 
-/// How many memories the tail of a store of `docs` memories takes before a
-/// write merges it: `max` when the store was opened with one, else
-/// [`default_cap`].
+/// The most memories a write adding at least [`BATCH_MIN_NEW`] of its own may
+/// leave in the tail, by default: a 64th of the store, within [`TAIL_MIN_DOCS`]
+/// and this. Up to 262,144 memories it is the [`default_cap`]; at 1M it is
+/// 15,625, so that batched ingest merges the tail about once in eleven batches
+/// of 1,000 observes instead of once in three, each merge sharing its rewrite of
+/// a term's last block among four times the memories (`docs/PERFORMANCE.md`,
+/// session 43). A write of fewer new memories (a single observe) that finds the
+/// tail past its own cap merges it, unless the store was idle long enough for
+/// the idle merge to do it first ([`merge_when_idle`]).
+pub const TAIL_MAX_BATCH_DOCS: u64 = 16_384;
+
+/// New memories from which a write counts as a batch for [`Caps::for_write`].
+pub const BATCH_MIN_NEW: u64 = 512;
+
+/// The tail's default size for a batch on a store of `docs` memories: a 64th of
+/// them, within [`TAIL_MIN_DOCS`] and [`TAIL_MAX_BATCH_DOCS`].
 #[must_use]
-pub fn cap(max: Option<u64>, docs: u64) -> u64 {
-    max.unwrap_or_else(|| default_cap(docs))
+pub fn batch_cap(docs: u64) -> u64 {
+    (docs / 64).clamp(TAIL_MIN_DOCS, TAIL_MAX_BATCH_DOCS)
+}
+
+/// How many memories the tail may hold before a write merges it, as a store was
+/// opened with (`None`: the defaults, [`default_cap`] and [`batch_cap`] of the
+/// store's size).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Caps {
+    /// For any write.
+    pub single: Option<u64>,
+    /// For a write of at least [`BATCH_MIN_NEW`] new memories; when only
+    /// `single` is set, it is this one too.
+    pub batch: Option<u64>,
+}
+
+impl Caps {
+    /// The cap for writes of fewer than [`BATCH_MIN_NEW`] new memories, on a
+    /// store of `docs` memories.
+    #[must_use]
+    pub fn single(&self, docs: u64) -> u64 {
+        self.single.unwrap_or_else(|| default_cap(docs))
+    }
+
+    /// The cap for writes of at least [`BATCH_MIN_NEW`] new memories, on a store
+    /// of `docs` memories: never below [`Caps::single`].
+    #[must_use]
+    pub fn batch(&self, docs: u64) -> u64 {
+        let batch = match (self.batch, self.single) {
+            (Some(b), _) => b,
+            (None, Some(s)) => s,
+            (None, None) => batch_cap(docs),
+        };
+        batch.max(self.single(docs))
+    }
+
+    /// The cap for a write that adds `new` memories to a store now holding
+    /// `docs`.
+    #[must_use]
+    pub fn for_write(&self, docs: u64, new: u64) -> u64 {
+        if new >= BATCH_MIN_NEW { self.batch(docs) } else { self.single(docs) }
+    }
 }
 
 /// One tail row: a memory's index terms with their weighted frequencies, and its

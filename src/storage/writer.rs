@@ -54,9 +54,8 @@ pub struct Writer<'t> {
     tail_writes: tail::TailWrites,
     /// What it did to the tail, once flushed: the new version and the change.
     tail_done: (u64, tail::TailChange),
-    /// Memories the tail may hold before this transaction merges it (`None`:
-    /// [`tail::default_cap`] of the store's size).
-    tail_max: Option<u64>,
+    /// Memories the tail may hold before this transaction merges it.
+    tail_caps: tail::Caps,
     /// The `user_terms` rows of memories indexed in this transaction, by docno,
     /// with their owners: written with their postings to the blocks, dropped
     /// when their postings go to the tail (which holds the same, see
@@ -310,7 +309,7 @@ impl<'t> Writer<'t> {
             first_new: stats.next_docno,
             tail_writes: tail::TailWrites::default(),
             tail_done: (0, tail::TailChange::Unchanged),
-            tail_max: None,
+            tail_caps: tail::Caps::default(),
             new_rows: std::collections::BTreeMap::new(),
             rows_removed: std::collections::HashSet::new(),
             entry_tables: HashMap::new(),
@@ -329,10 +328,9 @@ impl<'t> Writer<'t> {
     }
 
     /// Sets how many memories the postings tail may hold before this transaction
-    /// merges it into the blocks (`None`: [`tail::default_cap`] of the store's
-    /// size).
-    pub(crate) fn set_tail_max(&mut self, docs: Option<u64>) {
-        self.tail_max = docs;
+    /// merges it into the blocks.
+    pub(crate) fn set_tail_caps(&mut self, caps: tail::Caps) {
+        self.tail_caps = caps;
     }
 
     /// Starts from what the previous committed transaction kept.
@@ -374,9 +372,8 @@ impl<'t> Writer<'t> {
             // Memories numbered in this transaction (an upper bound of those with
             // buffered postings).
             let new_docs = self.stats.next_docno.saturating_sub(self.first_new);
-            if self.pending.only_adds_from(self.first_new)
-                && self.tail_fill().map(|(held, cap)| held + new_docs <= cap)?
-            {
+            let cap = self.tail_caps.for_write(self.stats.docs, new_docs);
+            if self.pending.only_adds_from(self.first_new) && self.tail.len()? + new_docs <= cap {
                 for (docno, doc) in self.pending.take_by_doc() {
                     let stored = encode(&doc)?;
                     self.tail.insert(docno, stored.as_slice())?;
@@ -1148,12 +1145,13 @@ impl<'t> Writer<'t> {
     }
 
     /// The postings tail at this point of the transaction: memories it holds, and
-    /// how many it takes before a write merges it.
+    /// how many it takes before a write of fewer than [`tail::BATCH_MIN_NEW`] new
+    /// memories merges it.
     ///
     /// # Errors
     /// Storage errors.
     pub fn tail_fill(&self) -> Result<(u64, u64)> {
-        Ok((self.tail.len()?, tail::cap(self.tail_max, self.stats.docs)))
+        Ok((self.tail.len()?, self.tail_caps.single(self.stats.docs)))
     }
 
     /// Merges the postings tail into the blocks now (with any posting changes

@@ -140,9 +140,10 @@ pub struct ScaleArgs {
     #[arg(long, default_value_t = 1000)]
     batch: usize,
     /// observe_batch transactions in the ingest measurement: enough that the
-    /// measurement holds about as many merges of the postings tail (one per
-    /// ~4,096 new memories, three or four batches of 1,000) as a long ingest.
-    #[arg(long, default_value_t = 10)]
+    /// measurement holds about as many merges of the postings tail as a long
+    /// ingest (at 1M, where a batch may leave 15,625 memories in the tail, one
+    /// merge per ~11 batches of 1,000 observes, which store ~1,370 memories).
+    #[arg(long, default_value_t = 24)]
     batches: usize,
     /// Corpus seed.
     #[arg(long, default_value_t = 42)]
