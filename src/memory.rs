@@ -22,8 +22,8 @@ pub struct TailFill {
     /// How many it takes before a write merges it into the blocks.
     pub cap: u64,
     /// How many a write of at least [`crate::storage::tail::BATCH_MIN_NEW`] new
-    /// memories (a batch) may leave in it; a later smaller write merges a tail
-    /// past `cap`.
+    /// memories (a batch) may leave in it; once a batch has left it past `cap`,
+    /// smaller writes add to it up to this too.
     pub batch_cap: u64,
 }
 
@@ -227,10 +227,10 @@ impl MemoryBuilder {
     /// leave in the postings tail (default: the [`Self::postings_tail_docs`] set,
     /// else a 64th of the store's memories, at least 256 and at most 16,384; never
     /// less than the tail's cap for other writes). Batched ingest then merges the
-    /// tail less often; the write of fewer memories that next finds the tail past
-    /// its own cap merges it (unless the store was idle long enough for
-    /// [`Settings::idle_tail_merge`] to do it first), which at 1M memories and
-    /// 16,384 memories in the tail takes that write ~0.5 s.
+    /// tail less often. Smaller writes that find a tail a batch left past their own
+    /// cap add to it up to this cap too, so the merge falls to
+    /// [`Settings::idle_tail_merge`], the next batch, or the write that would pass
+    /// this cap, which at 1M memories and 16,384 memories in the tail takes ~0.5 s.
     #[must_use]
     pub fn postings_tail_batch_docs(mut self, docs: u64) -> Self {
         self.postings_tail_batch_docs = Some(docs);

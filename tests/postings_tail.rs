@@ -136,8 +136,11 @@ fn the_batch_cap_is_the_single_caps_unless_set() {
     let docs = 1_000_000;
     let default = Caps::default();
     assert_eq!((default.single(docs), default.batch(docs)), (4096, 15_625));
-    assert_eq!(default.for_write(docs, BATCH_MIN_NEW - 1), 4096);
-    assert_eq!(default.for_write(docs, BATCH_MIN_NEW), 15_625);
+    assert_eq!(default.for_write(docs, 0, BATCH_MIN_NEW - 1), 4096);
+    assert_eq!(default.for_write(docs, 4096, BATCH_MIN_NEW - 1), 4096);
+    assert_eq!(default.for_write(docs, 0, BATCH_MIN_NEW), 15_625);
+    // Once a batch has left the tail past the single cap, any write may fill it.
+    assert_eq!(default.for_write(docs, 4097, 1), 15_625);
     let single = Caps { single: Some(1000), batch: None };
     assert_eq!((single.single(docs), single.batch(docs)), (1000, 1000));
     let both = Caps { single: Some(1000), batch: Some(3000) };
@@ -150,9 +153,10 @@ fn the_batch_cap_is_the_single_caps_unless_set() {
 }
 
 /// A write of at least `BATCH_MIN_NEW` new memories may leave the tail past the
-/// cap of smaller writes, up to the batch cap; a smaller write, or the batch
-/// that would pass the batch cap, merges it, and searches find the same
-/// memories throughout.
+/// cap of smaller writes, up to the batch cap; a smaller write that takes the
+/// tail past its own cap merges it, unless a batch left it past that cap (then
+/// it adds to it up to the batch cap); the write that would pass the batch cap
+/// merges it; searches find the same memories throughout.
 #[test]
 fn a_batch_may_fill_the_tail_past_a_single_writes_cap() {
     use soulmem::storage::tail::BATCH_MIN_NEW;
@@ -199,12 +203,20 @@ fn a_batch_may_fill_the_tail_past_a_single_writes_cap() {
     assert_eq!(tail_rows(&mem), 0);
     assert!(block_rows(&mem) > blocks);
     assert_consistent(&mem);
-    // So does a single add that finds it past the single cap.
+    // A batch leaves the tail past the single cap: smaller writes then add to
+    // it up to the batch cap, and the one that would pass that merges it.
     add_batch(&mem, &mut ids, big);
     add_batch(&mem, &mut ids, big);
     assert_eq!(tail_rows(&mem), 2 * big as u64);
     let id = mem.add(entry(ids.len())).expect("add");
-    assert_eq!(tail_rows(&mem), 0, "a single add merges a batch-filled tail");
+    ids.push(id.clone());
+    assert_eq!(tail_rows(&mem), 2 * big as u64 + 1, "a single add joins a batch-filled tail");
+    assert_eq!(found(&mem, &word(ids.len() - 1)), vec![id]);
+    add_batch(&mem, &mut ids, big - 1);
+    assert_eq!(tail_rows(&mem), batch_cap, "a small batch fills it to the batch cap");
+    assert_consistent(&mem);
+    let id = mem.add(entry(ids.len())).expect("add");
+    assert_eq!(tail_rows(&mem), 0, "the single add past the batch cap merges it");
     assert_consistent(&mem);
     assert_eq!(found(&mem, &word(ids.len())), vec![id]);
     let merged: Vec<Vec<String>> = queries.iter().map(|q| found(&mem, q)).collect();

@@ -38,7 +38,8 @@ use crate::error::Result;
 /// blocks: a 64th of the store ([`default_cap`]), at least this many...
 pub const TAIL_MIN_DOCS: u64 = 256;
 /// ... and at most this many, for writes of fewer than [`BATCH_MIN_NEW`] new
-/// memories (a batch may fill it further: [`batch_cap`]).
+/// memories (a batch may fill it further, [`batch_cap`], and smaller writes
+/// then add to it up to that).
 ///
 /// A merge rewrites the last block of every term the tail holds (at 1M memories
 /// a batch of 1,000 observes touches ~3,300 leaves of the postings table), so the
@@ -80,9 +81,10 @@ pub fn merge_when_idle(held: u64, cap: u64) -> bool {
 /// 15,625, so that batched ingest merges the tail about once in eleven batches
 /// of 1,000 observes instead of once in three, each merge sharing its rewrite of
 /// a term's last block among four times the memories (`docs/PERFORMANCE.md`,
-/// session 43). A write of fewer new memories (a single observe) that finds the
-/// tail past its own cap merges it, unless the store was idle long enough for
-/// the idle merge to do it first ([`merge_when_idle`]).
+/// session 43). A smaller write (a single observe) that finds the tail past its
+/// own cap adds to it as a batch would ([`Caps::for_write`]): the merge then
+/// falls to the idle merge ([`merge_when_idle`]), the next batch, or the write
+/// that would take the tail past this cap.
 pub const TAIL_MAX_BATCH_DOCS: u64 = 16_384;
 
 /// New memories from which a write counts as a batch for [`Caps::for_write`].
@@ -100,7 +102,8 @@ pub fn batch_cap(docs: u64) -> u64 {
 /// store's size).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Caps {
-    /// For any write.
+    /// For writes of fewer than [`BATCH_MIN_NEW`] new memories (and for batches
+    /// too while `batch` is unset).
     pub single: Option<u64>,
     /// For a write of at least [`BATCH_MIN_NEW`] new memories; when only
     /// `single` is set, it is this one too.
@@ -127,11 +130,15 @@ impl Caps {
         batch.max(self.single(docs))
     }
 
-    /// The cap for a write that adds `new` memories to a store now holding
-    /// `docs`.
+    /// The cap for a write that adds `new` memories to a tail holding `held`, on a
+    /// store now holding `docs`: the batch cap for a batch, and for any write
+    /// once a batch has left the tail past the single cap (so that a small write
+    /// after a bulk load does not pay the merge: the idle merge, the next batch
+    /// or the write that reaches the batch cap does); else the single cap.
     #[must_use]
-    pub fn for_write(&self, docs: u64, new: u64) -> u64 {
-        if new >= BATCH_MIN_NEW { self.batch(docs) } else { self.single(docs) }
+    pub fn for_write(&self, docs: u64, held: u64, new: u64) -> u64 {
+        let single = self.single(docs);
+        if new >= BATCH_MIN_NEW || held > single { self.batch(docs) } else { single }
     }
 }
 

@@ -372,8 +372,9 @@ impl<'t> Writer<'t> {
             // Memories numbered in this transaction (an upper bound of those with
             // buffered postings).
             let new_docs = self.stats.next_docno.saturating_sub(self.first_new);
-            let cap = self.tail_caps.for_write(self.stats.docs, new_docs);
-            if self.pending.only_adds_from(self.first_new) && self.tail.len()? + new_docs <= cap {
+            let held = self.tail.len()?;
+            let cap = self.tail_caps.for_write(self.stats.docs, held, new_docs);
+            if self.pending.only_adds_from(self.first_new) && held + new_docs <= cap {
                 for (docno, doc) in self.pending.take_by_doc() {
                     let stored = encode(&doc)?;
                     self.tail.insert(docno, stored.as_slice())?;
@@ -1145,8 +1146,8 @@ impl<'t> Writer<'t> {
     }
 
     /// The postings tail at this point of the transaction: memories it holds, and
-    /// how many it takes before a write of fewer than [`tail::BATCH_MIN_NEW`] new
-    /// memories merges it.
+    /// the cap of writes of fewer than [`tail::BATCH_MIN_NEW`] new memories (which
+    /// merge it past that unless a batch left it there: [`tail::Caps::for_write`]).
     ///
     /// # Errors
     /// Storage errors.

@@ -142,7 +142,7 @@ pub struct ScaleArgs {
     /// observe_batch transactions in the ingest measurement: enough that the
     /// measurement holds about as many merges of the postings tail as a long
     /// ingest (at 1M, where a batch may leave 15,625 memories in the tail, one
-    /// merge per ~11 batches of 1,000 observes, which store ~1,370 memories).
+    /// merge per ~11 batches of 1,000 observes, which store ~1,350 memories).
     #[arg(long, default_value_t = 24)]
     batches: usize,
     /// Corpus seed.
