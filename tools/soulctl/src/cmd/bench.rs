@@ -45,8 +45,10 @@ pub struct IngestArgs {
     /// Exchanges per observe_batch transaction.
     #[arg(long, default_value_t = 1000)]
     batch: usize,
-    /// observe_batch transactions.
-    #[arg(long, default_value_t = 5)]
+    /// observe_batch transactions (by default as many as `bench scale` times,
+    /// so that at 1M the run holds two merges of the postings tail, as a long
+    /// ingest would).
+    #[arg(long, default_value_t = 24)]
     batches: usize,
     /// Sync every N batches (and the last); the batches between are committed
     /// without a sync (`Durability::Deferred`).
