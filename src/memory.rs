@@ -865,8 +865,8 @@ impl Memory {
     /// the store, from 256 to 4,096; a batch may take it to
     /// [`TailFill::batch_cap`], up to 16,384); the write that would pass that
     /// merges the tail into the postings blocks, and at a million memories that
-    /// merge takes one observe a few hundred milliseconds. A long tail left three quarters
-    /// full is merged by a thread once the store has been idle for
+    /// merge takes one observe a few hundred milliseconds. A long tail left three
+    /// quarters full is merged by a thread once the store has been idle for
     /// [`Settings::idle_tail_merge`]; an agent that never pauses that long can
     /// merge it itself ([`Memory::merge_postings_tail`]).
     ///

@@ -805,7 +805,8 @@ impl Corpus {
         e.significance = 0.3 + 0.6 * r.unit();
         e.created_at = now;
         e.access_timestamps = vec![now];
-        e.r#abstract = Some(significance::episodic_abstract(&ex.user, &ex.agent));
+        // `episodic_abstract(user, agent)`, from the content built above.
+        e.r#abstract = Some(significance::generate_abstract(&e.content));
         e.salience = salience;
         e.user_id = Some(ex.user_id.clone());
         e.domain.clone_from(&ex.domain);
