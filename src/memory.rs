@@ -73,10 +73,11 @@ pub struct Settings {
     /// only (no scan), until an approximate index exists.
     pub vector_scan_max: u64,
     /// Once a write leaves a long postings tail three quarters full (see
-    /// [`crate::storage::tail::IDLE_MERGE_MIN_DOCS`]), a thread merges it into the
-    /// blocks as soon as no write has run for this long, so that the write that
-    /// would fill it does not pay for the merge. `None`: only that write, or
-    /// [`Memory::merge_postings_tail`], merges it. Default: 1 s.
+    /// [`crate::storage::tail::IDLE_MERGE_MIN_DOCS`]), or the store is opened
+    /// with one, a thread merges it into the blocks as soon as no write has run
+    /// for this long (counting from the opening until the first write), so that
+    /// the write that would fill it does not pay for the merge. `None`: only
+    /// that write, or [`Memory::merge_postings_tail`], merges it. Default: 1 s.
     pub idle_tail_merge: Option<std::time::Duration>,
 }
 
@@ -340,7 +341,7 @@ impl MemoryBuilder {
         crate::write::observe::warm_up_in_background(profile);
         let settings = self.settings.unwrap_or_else(|| Settings::for_profile(profile));
         store.set_access_cap(settings.access_history_cap);
-        Memory {
+        let memory = Memory {
             store: Arc::new(store),
             clock: self.clock,
             settings,
@@ -351,7 +352,9 @@ impl MemoryBuilder {
             tail_merger: parking_lot::Mutex::new(None),
             tail_merger_stop: Arc::new(AtomicBool::new(false)),
             prewarm: parking_lot::Mutex::new(None),
-        }
+        };
+        memory.merge_opened_tail_when_idle();
+        memory
     }
 }
 
@@ -545,6 +548,22 @@ impl Memory {
                 }
             }
         });
+    }
+
+    /// After opening: a long tail the store was closed with (as a bulk load
+    /// leaves it, up to [`TailFill::batch_cap`]) is merged, like one a write
+    /// leaves, once the store has been idle for [`Settings::idle_tail_merge`]
+    /// (counted from the opening until the first write), rather than by the
+    /// write that would fill it. Nothing is merged when the store is dropped:
+    /// closing stays quick, and the next opening merges in idle time.
+    fn merge_opened_tail_when_idle(&self) {
+        if self.settings.idle_tail_merge.is_none() {
+            return;
+        }
+        // A store that cannot be read now leaves the tail to the writes.
+        let Ok(fill) = self.postings_tail() else { return };
+        self.store.note_tail_fill(fill.memories, fill.cap);
+        self.merge_tail_when_idle();
     }
 
     /// Embeds every memory that has no stored vector yet (after adding an embedder to
@@ -866,7 +885,8 @@ impl Memory {
     /// [`TailFill::batch_cap`], up to 16,384); the write that would pass that
     /// merges the tail into the postings blocks, and at a million memories that
     /// merge takes one observe a few hundred milliseconds. A long tail left three
-    /// quarters full is merged by a thread once the store has been idle for
+    /// quarters full (by a write, or found so when the store is opened) is
+    /// merged by a thread once the store has been idle for
     /// [`Settings::idle_tail_merge`]; an agent that never pauses that long can
     /// merge it itself ([`Memory::merge_postings_tail`]).
     ///

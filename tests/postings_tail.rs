@@ -452,3 +452,53 @@ fn a_long_tail_is_merged_once_the_store_is_idle() {
     std::thread::sleep(idle * 6);
     assert_eq!(tail_rows(&off), held, "no merge with the setting off");
 }
+
+/// A long tail a store was closed with (as a bulk load leaves it) is merged
+/// once the reopened store has been idle for `Settings::idle_tail_merge`, with
+/// no write to start it; with the setting off it stays until a write fills it.
+#[test]
+fn a_long_tail_a_store_was_closed_with_is_merged_once_it_is_idle() {
+    let idle = std::time::Duration::from_millis(50);
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("tail.redb");
+    let open = |idle_tail_merge| {
+        Memory::builder()
+            .settings(Settings {
+                idle_tail_merge,
+                ..Settings::for_profile(soulmem::Profile::Default)
+            })
+            .postings_tail_docs(4096)
+            .open(&path)
+            .expect("open")
+    };
+    let held = 3100; // as in `a_long_tail_is_merged_once_the_store_is_idle`
+    let ids = {
+        let mem = open(None);
+        let ids = mem.add_batch((0..held as usize).map(entry).collect()).expect("add");
+        assert_eq!(tail_rows(&mem), held);
+        ids
+    };
+
+    {
+        let off = open(None);
+        std::thread::sleep(idle * 6);
+        assert_eq!(tail_rows(&off), held, "no merge with the setting off");
+    }
+    {
+        // Opening counts as activity: no merge before the idle time has passed.
+        let patient = open(Some(std::time::Duration::from_secs(20)));
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        assert_eq!(tail_rows(&patient), held, "a store just opened is not idle");
+    }
+
+    let mem = open(Some(idle));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while tail_rows(&mem) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(idle);
+    }
+    assert_eq!(tail_rows(&mem), 0, "merged in idle time after opening");
+    assert!(block_rows(&mem) > 0);
+    assert_eq!(found(&mem, &word(7)), vec![ids[7].clone()]);
+    assert_eq!(found(&mem, &word(held as usize - 1)), vec![ids[held as usize - 1].clone()]);
+    assert_consistent(&mem);
+}

@@ -108,7 +108,8 @@ pub struct Store {
     /// than the access writer's) began; `u64::MAX` before the first.
     last_durable_write: std::sync::atomic::AtomicU64,
     /// Milliseconds after `opened` when the last write transaction (other than
-    /// the access writer's) ended, committed or not; `u64::MAX` before the first.
+    /// the access writer's) ended, committed or not; 0 (the opening) before the
+    /// first, so that a store is idle once it has been open that long unwritten.
     last_write_end: std::sync::atomic::AtomicU64,
     /// The postings tail as the last committed transaction left it: memories
     /// held, and its cap then (see [`Store::tail_fill`]).
@@ -503,7 +504,7 @@ impl Store {
             writers: std::sync::atomic::AtomicUsize::new(0),
             opened: std::time::Instant::now(),
             last_durable_write: std::sync::atomic::AtomicU64::new(u64::MAX),
-            last_write_end: std::sync::atomic::AtomicU64::new(u64::MAX),
+            last_write_end: std::sync::atomic::AtomicU64::new(0),
             tail_fill: (std::sync::atomic::AtomicU64::new(0), std::sync::atomic::AtomicU64::new(0)),
             timings: parking_lot::Mutex::new(WriteTimings::default()),
             large_owners: parking_lot::Mutex::new(std::collections::HashMap::new()),
@@ -564,12 +565,10 @@ impl Store {
     }
 
     /// Whether no write transaction (other than the access writer's) is waiting
-    /// or running, and none ended within `window` (or ever).
+    /// or running, and none ended within `window`, nor was the store opened.
     pub(crate) fn idle_for(&self, window: std::time::Duration) -> bool {
         let at = self.last_write_end.load(std::sync::atomic::Ordering::Acquire);
-        !self.writing()
-            && (at == u64::MAX
-                || self.opened.elapsed().as_millis() > u128::from(at) + window.as_millis())
+        !self.writing() && self.opened.elapsed().as_millis() > u128::from(at) + window.as_millis()
     }
 
     /// Notes that a write transaction (other than the access writer's) ended.
@@ -585,6 +584,14 @@ impl Store {
     pub(crate) fn tail_fill(&self) -> (u64, u64) {
         use std::sync::atomic::Ordering::Acquire;
         (self.tail_fill.0.load(Acquire), self.tail_fill.1.load(Acquire))
+    }
+
+    /// Notes the postings tail a store was opened with (`held` memories, the
+    /// single writes' `cap`), as a commit would, for the idle merge.
+    pub(crate) fn note_tail_fill(&self, held: u64, cap: u64) {
+        use std::sync::atomic::Ordering::Release;
+        self.tail_fill.0.store(held, Release);
+        self.tail_fill.1.store(cap, Release);
     }
 
     /// Notes that a durable write transaction begins (see `durable_write_within`).
