@@ -7,9 +7,13 @@ use crate::error::{Error, Result};
 
 /// Encodes `value` as `[RECORD_VERSION] ++ postcard(value)`.
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
-    let mut out = vec![RECORD_VERSION];
-    out = postcard::to_extend(value, out).map_err(|e| Error::Storage(format!("encode: {e}")))?;
-    Ok(out)
+    let failed = |e: postcard::Error| Error::Storage(format!("encode: {e}"));
+    // Sized first (a walk that copies nothing), so the record is written into
+    // one allocation instead of growing byte by byte through six or seven.
+    let size = postcard::experimental::serialized_size(value).map_err(failed)?;
+    let mut out = Vec::with_capacity(1 + size);
+    out.push(RECORD_VERSION);
+    postcard::to_extend(value, out).map_err(failed)
 }
 
 /// Decodes a record written by [`encode`], checking its version byte. `T` may
