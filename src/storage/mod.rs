@@ -586,8 +586,8 @@ impl Store {
         (self.tail_fill.0.load(Acquire), self.tail_fill.1.load(Acquire))
     }
 
-    /// Notes the postings tail a store was opened with (`held` memories, the
-    /// single writes' `cap`), as a commit would, for the idle merge.
+    /// Notes the postings tail as a commit left it, or as the store was opened
+    /// with (`held` memories, the single writes' `cap`), for the idle merge.
     pub(crate) fn note_tail_fill(&self, held: u64, cap: u64) {
         use std::sync::atomic::Ordering::Release;
         self.tail_fill.0.store(held, Release);

@@ -201,8 +201,7 @@ impl Store {
         self.tails.committed(version, change);
         let committing = std::time::Instant::now();
         txn.commit()?;
-        self.tail_fill.0.store(fill.0, std::sync::atomic::Ordering::Release);
-        self.tail_fill.1.store(fill.1, std::sync::atomic::Ordering::Release);
+        self.note_tail_fill(fill.0, fill.1);
         if let Some(t) = timings {
             let mut t = t.lock();
             t.transactions += 1;
