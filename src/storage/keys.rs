@@ -74,7 +74,7 @@ pub fn fact_card(entry: &MemoryEntry) -> Option<FactCard> {
 /// ([`super::doc_terms`]).
 #[must_use]
 pub fn owner_term(owner: &str) -> String {
-    crate::text::concat(&[OWNER_TERM_PREFIX, owner])
+    [OWNER_TERM_PREFIX, owner].concat()
 }
 
 /// What every [`owner_term`] starts with.
@@ -90,7 +90,7 @@ pub const OWNER_TERM_UNITS: u32 = 1;
 /// its terms row.
 #[must_use]
 pub fn domain_term(domain: &str) -> String {
-    crate::text::concat(&[DOMAIN_TERM_PREFIX, domain])
+    [DOMAIN_TERM_PREFIX, domain].concat()
 }
 
 /// What every [`domain_term`] starts with.

@@ -64,7 +64,7 @@ pub const FACT_CARDS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new
 /// The partition key of a fact's owner and domain in [`FACT_TOKENS`].
 #[must_use]
 pub fn fact_partition(user_id: Option<&str>, domain: &str) -> String {
-    crate::text::concat(&fact_partition_parts(user_id, domain))
+    fact_partition_parts(user_id, domain).concat()
 }
 
 /// The pieces [`fact_partition`] joins, for keys that embed it.
@@ -182,7 +182,7 @@ pub fn validate_name(what: &'static str, name: &str) -> Result<()> {
 pub fn entry_table_name(layer: &str, domain: &str) -> Result<String> {
     validate_name("layer", layer)?;
     validate_name("domain", domain)?;
-    Ok(crate::text::concat(&[ENTRY_TABLE_PREFIX, layer, ":", domain]))
+    Ok([ENTRY_TABLE_PREFIX, layer, ":", domain].concat())
 }
 
 /// Names of the entry tables among `tables` (those [`parse_entry_table_name`]

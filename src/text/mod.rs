@@ -93,18 +93,6 @@ impl WordSet {
     }
 }
 
-/// `parts` joined, in one allocation of the right size: what the write path
-/// builds its keys and names with, many times per observe, where `format!`'s
-/// machinery cost ~20 times as much as the copies.
-#[must_use]
-pub(crate) fn concat(parts: &[&str]) -> String {
-    let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
-    for p in parts {
-        out.push_str(p);
-    }
-    out
-}
-
 /// FNV-1a, 64 bits: a hash that never changes (std's hasher may), for feature
 /// hashing and for the term hashes stored in `user_terms` rows.
 #[must_use]

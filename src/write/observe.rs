@@ -270,7 +270,7 @@ pub const CONTEXT_WINDOW_SECS: i64 = 3600;
 /// ([`schema::fact_partition`]) of its user and domain.
 fn context_key(user: Option<&str>, domain: &str) -> String {
     let [owner, sep, domain] = schema::fact_partition_parts(user, domain);
-    crate::text::concat(&["ctx\u{1f}", owner, sep, domain])
+    ["ctx\u{1f}", owner, sep, domain].concat()
 }
 
 /// The recent turns of this user's conversation in this domain, oldest first.
@@ -315,7 +315,7 @@ impl Context {
 
 /// A turn as the conversation context keeps it: both texts, at most 2 KB.
 fn turn_text(user: &str, agent: &str) -> String {
-    let mut text = crate::text::concat(&[user, " ", agent]);
+    let mut text = [user, " ", agent].concat();
     text.truncate(text.trim_end().len());
     // Keep the context bounded: a long message contributes its first 2 KB.
     if text.len() > 2048 {

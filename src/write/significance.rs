@@ -123,7 +123,7 @@ pub fn combined_text(user_input: &str, agent_output: &str) -> String {
 /// The content of the episodic entry for an exchange: `"User: {user}\nAgent: {agent}"`.
 #[must_use]
 pub fn episodic_content(user_input: &str, agent_output: &str) -> String {
-    crate::text::concat(&["User: ", user_input, "\nAgent: ", agent_output])
+    ["User: ", user_input, "\nAgent: ", agent_output].concat()
 }
 
 fn is_word_char(c: char) -> bool {
