@@ -414,22 +414,24 @@ fn the_tail_can_be_merged_ahead_of_the_write_that_fills_it() {
     assert_consistent(&mem);
 }
 
+/// A store with a tail of 4,096 memories, merged in idle time after `idle`
+/// (`Settings::idle_tail_merge`).
+fn idle_merging(idle: Option<std::time::Duration>) -> soulmem::MemoryBuilder {
+    Memory::builder()
+        .settings(Settings {
+            idle_tail_merge: idle,
+            ..Settings::for_profile(soulmem::Profile::Default)
+        })
+        .postings_tail_docs(4096)
+}
+
 /// A long tail left three quarters full is merged once the store has been idle
 /// for `Settings::idle_tail_merge`, on a thread of its own; with the setting
 /// off it stays until a write fills it.
 #[test]
 fn a_long_tail_is_merged_once_the_store_is_idle() {
     let idle = std::time::Duration::from_millis(50);
-    let open = |idle_tail_merge| {
-        Memory::builder()
-            .settings(Settings {
-                idle_tail_merge,
-                ..Settings::for_profile(soulmem::Profile::Default)
-            })
-            .postings_tail_docs(4096)
-            .open_in_memory()
-            .expect("open")
-    };
+    let open = |idle| idle_merging(idle).open_in_memory().expect("open");
     let held = 3100; // past three quarters of 4,096, and past IDLE_MERGE_MIN_DOCS
     assert!(soulmem::storage::tail::merge_when_idle(held, 4096));
     assert!(!soulmem::storage::tail::merge_when_idle(3000, 4096));
@@ -461,16 +463,7 @@ fn a_long_tail_a_store_was_closed_with_is_merged_once_it_is_idle() {
     let idle = std::time::Duration::from_millis(50);
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("tail.redb");
-    let open = |idle_tail_merge| {
-        Memory::builder()
-            .settings(Settings {
-                idle_tail_merge,
-                ..Settings::for_profile(soulmem::Profile::Default)
-            })
-            .postings_tail_docs(4096)
-            .open(&path)
-            .expect("open")
-    };
+    let open = |idle| idle_merging(idle).open(&path).expect("open");
     let held = 3100; // as in `a_long_tail_is_merged_once_the_store_is_idle`
     let ids = {
         let mem = open(None);
