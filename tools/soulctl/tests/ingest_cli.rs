@@ -64,3 +64,18 @@ fn sync_every_reports_only_synced_batches() {
     }
     assert_eq!(a, b);
 }
+
+/// An ingest ends with the postings its batches left in the tail merged into
+/// the blocks, so the next process to open the store has no tail to index.
+#[test]
+fn an_ingest_ends_with_its_postings_merged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = scenario(dir.path());
+    let db = dir.path().join("merged.redb");
+    ingest(&db, &file, "1");
+    let s = stats(&db);
+    assert_eq!(s["ingested_ops"], 10);
+    let rows = &s["index_rows"];
+    assert_eq!(rows["posting_tail"].as_u64().unwrap_or(0), 0, "{rows}");
+    assert!(rows["posting_blocks"].as_u64().unwrap_or(0) > 0, "{rows}");
+}

@@ -1,6 +1,7 @@
 //! `soulctl ingest`: apply the `observe` and `remember` ops of a scenario file in
 //! batches, one transaction per batch, synced every `--sync-every` batches and at
-//! the end; resumable from the last synced batch.
+//! the end; resumable from the last synced batch. The postings tail the batches
+//! leave is merged at the end.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -136,6 +137,7 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     }
     commit(&mut batch, consumed, true)?;
     pb.finish_and_clear();
+    super::merge_postings_tail(&mem);
     let secs = start.elapsed().as_secs_f64();
     eprintln!(
         "ingested {} ops of {} ({} resumed past) in {secs:.2} s: applied {:?}, skipped {:?}, \

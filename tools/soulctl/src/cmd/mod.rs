@@ -45,3 +45,26 @@ pub fn open_existing(path: &Path) -> anyhow::Result<Memory> {
     anyhow::ensure!(path.exists(), "no store at {}", path.display());
     open_for_command(path)
 }
+
+/// Ends a bulk load (`ingest`, `restore`): the postings tail its last batches
+/// left is merged into the blocks, in one durable transaction, so that neither
+/// the next process to open the store indexes it nor a later write pays for the
+/// merge (a store kept open merges a long tail once idle, but commands that run
+/// for less than a second never are). What the load committed stays whatever
+/// happens here: a failed merge leaves the tail as it was, with a warning.
+pub fn merge_postings_tail(mem: &Memory) {
+    match mem.postings_tail() {
+        Ok(tail) if tail.memories > 0 => {}
+        Ok(_) => return,
+        Err(e) => {
+            eprintln!("warning: the postings tail could not be read: {e}");
+            return;
+        }
+    }
+    let sp = progress::spinner("merging");
+    let merged = mem.merge_postings_tail();
+    sp.finish_and_clear();
+    if let Err(e) = merged {
+        eprintln!("warning: the postings tail was not merged (it stays, searched as before): {e}");
+    }
+}

@@ -93,7 +93,9 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
             Input::Dump(d) => mem.import_dump(d, args.replace, &mut tick),
         };
         pb.finish_and_clear();
-        Ok(rep?)
+        let rep = rep?;
+        super::merge_postings_tail(&mem);
+        Ok(rep)
     })();
     let rep = match result {
         Ok(r) => r,
