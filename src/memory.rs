@@ -561,8 +561,8 @@ impl Memory {
             return;
         }
         // A store that cannot be read now leaves the tail to the writes.
-        let Ok(fill) = self.postings_tail() else { return };
-        self.store.note_tail_fill(fill.memories, fill.cap);
+        let Ok((held, cap)) = self.store.stored_tail_fill() else { return };
+        self.store.note_tail_fill(held, cap);
         self.merge_tail_when_idle();
     }
 

@@ -594,6 +594,27 @@ impl Store {
         self.tail_fill.1.store(cap, Release);
     }
 
+    /// The postings tail as stored: `(memories held, the single writes' cap)`,
+    /// read from the table's length without indexing the tail (which a
+    /// reader's snapshot does, and the prewarm does for the first reader).
+    ///
+    /// # Errors
+    /// Storage errors, an undecodable stats record.
+    pub(crate) fn stored_tail_fill(&self) -> Result<(u64, u64)> {
+        use redb::ReadableTableMetadata;
+        let txn = self.db.begin_read()?;
+        let docs = match txn.open_table(META)?.get(meta_keys::STATS)? {
+            Some(v) => decode::<CorpusStats>(v.value(), "corpus stats")?.docs,
+            None => 0,
+        };
+        let held = match txn.open_table(schema::POSTING_TAIL) {
+            Ok(t) => t.len()?,
+            Err(redb::TableError::TableDoesNotExist(_)) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        Ok((held, self.tail_cap(docs)))
+    }
+
     /// Notes that a durable write transaction begins (see `durable_write_within`).
     pub(crate) fn note_durable_write(&self) {
         let now = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX - 1);

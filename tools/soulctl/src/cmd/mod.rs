@@ -53,14 +53,7 @@ pub fn open_existing(path: &Path) -> anyhow::Result<Memory> {
 /// for less than a second never are). What the load committed stays whatever
 /// happens here: a failed merge leaves the tail as it was, with a warning.
 pub fn merge_postings_tail(mem: &Memory) {
-    match mem.postings_tail() {
-        Ok(tail) if tail.memories > 0 => {}
-        Ok(_) => return,
-        Err(e) => {
-            eprintln!("warning: the postings tail could not be read: {e}");
-            return;
-        }
-    }
+    // Nothing is written when the tail is empty.
     let sp = progress::spinner("merging");
     let merged = mem.merge_postings_tail();
     sp.finish_and_clear();
