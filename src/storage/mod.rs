@@ -111,8 +111,8 @@ pub struct Store {
     /// the access writer's) ended, committed or not; 0 (the opening) before the
     /// first, so that a store is idle once it has been open that long unwritten.
     last_write_end: std::sync::atomic::AtomicU64,
-    /// The postings tail as the last committed transaction left it: memories
-    /// held, and its cap then (see [`Store::tail_fill`]).
+    /// The postings tail as the last committed transaction (or the opening)
+    /// left it: memories held, and its cap then (see [`Store::tail_fill`]).
     tail_fill: (std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64),
     /// Where the committed write transactions spent their time.
     timings: parking_lot::Mutex<WriteTimings>,
@@ -578,8 +578,9 @@ impl Store {
     }
 
     /// The postings tail as the last write transaction committed by this store
-    /// left it: `(memories held, cap)`; `(0, 0)` before the first (a cheap hint
-    /// for the idle merge; `Memory::postings_tail` reads the stored tail).
+    /// left it, or as the store was opened with: `(memories held, cap)`; `(0,
+    /// 0)` until either is noted (a cheap hint for the idle merge;
+    /// `Memory::postings_tail` reads the stored tail).
     #[must_use]
     pub(crate) fn tail_fill(&self) -> (u64, u64) {
         use std::sync::atomic::Ordering::Acquire;
