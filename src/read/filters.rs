@@ -2,7 +2,9 @@
 
 use crate::error::Result;
 use crate::model::{MemoryType, Visibility};
+use crate::read::candidates::next_from;
 use crate::read::query::RecallQuery;
+use crate::storage::block_cache::DocSet;
 use crate::storage::{DocInfo, Reader};
 
 /// True when `outer` contains `inner` by hierarchical glob rules (`*` contains all;
@@ -212,14 +214,27 @@ impl TermMembers {
             || self.tail.binary_search(&docno).is_ok()
     }
 
-    /// The smallest member at or after `docno`.
-    fn next_ge(&self, docno: u64) -> Option<u64> {
-        let in_tail = self.tail.get(self.tail.partition_point(|&d| d < docno)).copied();
-        match (self.set.as_ref().and_then(|s| s.next_ge(docno)), in_tail) {
+    /// The smallest member at or after `docno`, searched from where `walk` left
+    /// the last search (which it then records).
+    fn next_ge(&self, docno: u64, walk: &mut Walk) -> Option<u64> {
+        let in_set = match self.set.as_deref() {
+            Some(DocSet::Sorted(list)) => next_from(list, docno, &mut walk.set),
+            Some(set) => set.next_ge(docno),
+            None => None,
+        };
+        match (in_set, next_from(&self.tail, docno, &mut walk.tail)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
+}
+
+/// Where the last search in a [`TermMembers`] ended: the answer's index in its
+/// set's list (when the set is a list rather than a bitmap) and in its tail's.
+#[derive(Debug, Default, Clone, Copy)]
+struct Walk {
+    set: usize,
+    tail: usize,
 }
 
 /// The memories of one domain in a snapshot, from its domain term's postings
@@ -252,7 +267,10 @@ impl DomainMembers {
 /// owner terms' member sets ([`crate::storage::keys::owner_term`]), kept by the
 /// store per generation as a domain's are: moving to the next of them is a
 /// search in a bitmap, with nothing decoded once the sets are built.
-pub struct OwnerMembers(Vec<TermMembers>);
+/// A search walks them with ascending targets, and each set's search starts
+/// where its last one ended (a few steps in a list instead of a binary search
+/// over the owner's memories).
+pub struct OwnerMembers(Vec<(TermMembers, Walk)>);
 
 impl OwnerMembers {
     /// The memories of `owners` (`""`: the unattributed ones) in `r`.
@@ -262,7 +280,9 @@ impl OwnerMembers {
     pub fn load(r: &Reader, owners: &[&str]) -> Result<Self> {
         owners
             .iter()
-            .map(|o| TermMembers::load(r, &crate::storage::keys::owner_term(o)))
+            .map(|o| {
+                Ok((TermMembers::load(r, &crate::storage::keys::owner_term(o))?, Walk::default()))
+            })
             .collect::<Result<_>>()
             .map(Self)
     }
@@ -270,7 +290,7 @@ impl OwnerMembers {
 
 impl crate::read::candidates::Allow for OwnerMembers {
     fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
-        Ok(self.0.iter().filter_map(|m| m.next_ge(d)).min())
+        Ok(self.0.iter_mut().filter_map(|(m, walk)| m.next_ge(d, walk)).min())
     }
 }
 
