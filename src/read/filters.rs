@@ -266,10 +266,9 @@ impl DomainMembers {
 /// The memories of some owners (a `user_id` filter's: [`owners`]), from their
 /// owner terms' member sets ([`crate::storage::keys::owner_term`]), kept by the
 /// store per generation as a domain's are: moving to the next of them is a
-/// search in a bitmap, with nothing decoded once the sets are built.
-/// A search walks them with ascending targets, and each set's search starts
-/// where its last one ended (a few steps in a list instead of a binary search
-/// over the owner's memories).
+/// step in a bitmap or a sorted list, with nothing decoded once the sets are
+/// built. A search asks with ascending targets, so each list is searched from
+/// where its last answer was rather than over all of the owner's memories.
 pub struct OwnerMembers(Vec<(TermMembers, Walk)>);
 
 impl OwnerMembers {
