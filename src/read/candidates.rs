@@ -22,7 +22,7 @@ use redb::{AccessGuard, Range};
 use crate::error::{Error, Result};
 use crate::storage::block_cache::{self, BlockCache, CachedTerm, OwnerRows};
 use crate::storage::doc_terms::{DocTerms, Signature};
-use crate::storage::postings::{self, Header, Impacts, Posting};
+use crate::storage::postings::{self, Header, Impacts, Posting, gallop};
 use crate::storage::tail::TailTerm;
 use crate::storage::{DocInfo, Reader};
 
@@ -538,37 +538,6 @@ impl<'a> Cursor<'a> {
 /// over most of a block, in a few comparisons instead of one per posting.
 fn first_at_or_after(rest: &[Posting], d: u64) -> usize {
     gallop(rest, |p| p.docno < d)
-}
-
-/// The first of `list` (ascending) at or after `d`, and `*at` set to its index
-/// (`list.len()` when none is). The search starts at `*at`, as a previous call
-/// left it, when `d` is not behind it, so a walk of ascending targets moves a
-/// few steps at a time; a smaller `d` searches from the start.
-pub(crate) fn next_from(list: &[u64], d: u64, at: &mut usize) -> Option<u64> {
-    let mut from = (*at).min(list.len());
-    if from > 0 && list[from - 1] >= d {
-        from = 0;
-    }
-    let i = from + gallop(&list[from..], |&x| x < d);
-    *at = i;
-    list.get(i).copied()
-}
-
-/// The number of leading items of `rest` that are `before` (which must hold for
-/// a prefix of `rest` only), found by galloping from the front.
-fn gallop<T>(rest: &[T], before: impl Fn(&T) -> bool) -> usize {
-    if rest.first().is_none_or(|x| !before(x)) {
-        return 0;
-    }
-    // before(rest[lo]) throughout.
-    let mut lo = 0;
-    let mut step = 1;
-    while lo + step < rest.len() && before(&rest[lo + step]) {
-        lo += step;
-        step *= 2;
-    }
-    let hi = (lo + step).min(rest.len());
-    lo + 1 + rest[lo + 1..hi].partition_point(before)
 }
 
 /// The highest tf of the pairs of `impacts` no longer than `len`: the most a
@@ -1238,24 +1207,6 @@ mod tests {
                 docnos.iter().map(|&docno| Posting { docno, tf: 2, len: 10 }).collect();
             let walked = rest.iter().take_while(|p| p.docno < d).count();
             prop_assert_eq!(first_at_or_after(&rest, d), walked);
-        }
-
-        /// A search from where the last one ended finds what a search from the
-        /// start finds, for targets in any order (ascending ones are the walk a
-        /// filtered search makes; a smaller one starts over).
-        #[test]
-        fn a_search_from_the_last_answer_finds_the_first_at_or_after(
-            mut list in proptest::collection::vec(0u64..500, 0..300),
-            targets in proptest::collection::vec(0u64..520, 1..60),
-        ) {
-            list.sort_unstable();
-            list.dedup();
-            let mut at = 0;
-            for d in targets {
-                let i = list.partition_point(|&x| x < d);
-                prop_assert_eq!(next_from(&list, d, &mut at), list.get(i).copied(), "target {}", d);
-                prop_assert_eq!(at, i);
-            }
         }
     }
 

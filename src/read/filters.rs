@@ -2,9 +2,8 @@
 
 use crate::error::Result;
 use crate::model::{MemoryType, Visibility};
-use crate::read::candidates::next_from;
 use crate::read::query::RecallQuery;
-use crate::storage::block_cache::DocSet;
+use crate::storage::postings::next_from;
 use crate::storage::{DocInfo, Reader};
 
 /// True when `outer` contains `inner` by hierarchical glob rules (`*` contains all;
@@ -217,11 +216,7 @@ impl TermMembers {
     /// The smallest member at or after `docno`, searched from where `walk` left
     /// the last search (which it then records).
     fn next_ge(&self, docno: u64, walk: &mut Walk) -> Option<u64> {
-        let in_set = match self.set.as_deref() {
-            Some(DocSet::Sorted(list)) => next_from(list, docno, &mut walk.set),
-            Some(set) => set.next_ge(docno),
-            None => None,
-        };
+        let in_set = self.set.as_ref().and_then(|s| s.next_ge_from(docno, &mut walk.set));
         match (in_set, next_from(&self.tail, docno, &mut walk.tail)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -230,7 +225,7 @@ impl TermMembers {
 }
 
 /// Where the last search in a [`TermMembers`] ended: the answer's index in its
-/// set's list (when the set is a list rather than a bitmap) and in its tail's.
+/// set's list (unused when the set is a bitmap) and in its tail's.
 #[derive(Debug, Default, Clone, Copy)]
 struct Walk {
     set: usize,

@@ -161,6 +161,14 @@ impl DocSet {
     /// The smallest member at or after `docno`.
     #[must_use]
     pub fn next_ge(&self, docno: u64) -> Option<u64> {
+        self.next_ge_from(docno, &mut 0)
+    }
+
+    /// [`DocSet::next_ge`], for a walk of ascending targets: a list is searched
+    /// from `*at`, where the previous answer was (which it then records; see
+    /// `postings::next_from`); a bitmap steps from the target's word.
+    #[must_use]
+    pub fn next_ge_from(&self, docno: u64, at: &mut usize) -> Option<u64> {
         match self {
             Self::Bits(bits) => {
                 let mut w = usize::try_from(docno / 64).ok()?;
@@ -174,7 +182,7 @@ impl DocSet {
                     word = *bits.get(w)?;
                 }
             }
-            Self::Sorted(list) => list.get(list.partition_point(|&d| d < docno)).copied(),
+            Self::Sorted(list) => postings::next_from(list, docno, at),
         }
     }
 }
