@@ -3,6 +3,7 @@
 //! side with tantivy and SQLite FTS5 (`--compare`, from the `soulmem-compare`
 //! crate's `soulmem-bench` binary, which compiles this same module).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -108,6 +109,11 @@ pub struct RecallArgs {
     /// redb cache size in MiB (default: redb's default).
     #[arg(long)]
     cache_mb: Option<usize>,
+    /// Also write every timed recall to this file, one JSON object per line:
+    /// `pass`, `kind`, `query`, `ms`, `postings` (to see which queries make a
+    /// percentile).
+    #[arg(long)]
+    per_query: Option<PathBuf>,
 }
 
 /// `bench scale` arguments.
@@ -326,11 +332,33 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     let pb = bar((queries.len() * a.repeat) as u64, "recall".into());
     let mut next = mem.count()?;
     let load = Load { repeat: a.repeat, user: a.user, pace_ms: a.concurrent.then_some(a.pace_ms) };
+    let mut per_query = match &a.per_query {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let mut written = Ok(());
+    let mut timed = 0usize;
     let mut got = time_concurrent(&mem, &corpus, &queries, &mut next, &load, &pb, |q, e, r| {
         let k = by_kind.entry(q.kind).or_default();
         k.0.push(e);
         k.1 += r.trace.postings_read;
+        if let (Some(out), Ok(())) = (per_query.as_mut(), &written) {
+            let line = json!({
+                "pass": timed / queries.len(),
+                "kind": q.kind,
+                "query": q.text,
+                "ms": e,
+                "postings": r.trace.postings_read,
+            });
+            written = writeln!(out, "{line}");
+        }
+        timed += 1;
     })?;
+    if let Some(mut out) = per_query {
+        written.and_then(|()| out.flush()).context("writing --per-query")?;
+    }
     all.append(&mut got.recalls);
     pb.finish_and_clear();
     drop(mem);
