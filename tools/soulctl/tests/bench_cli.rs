@@ -1,5 +1,5 @@
 //! `soulctl bench recall --per-query FILE`: one JSON line per timed recall, in the
-//! order they ran, numbered by pass.
+//! order they ran, numbered by pass; a path it cannot write is an error naming it.
 
 use std::path::Path;
 use std::process::Command;
@@ -64,4 +64,23 @@ fn per_query_writes_one_line_per_timed_recall() {
     assert!(first.len() > 1, "{first:?}");
     // The postings of the store's words were read by some query.
     assert!(rows.iter().any(|r| r["postings"].as_u64() > Some(0)), "{text}");
+}
+
+#[test]
+fn per_query_to_an_unwritable_path_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = store(dir.path());
+    let out = Command::new(env!("CARGO_BIN_EXE_soulctl"))
+        .args(["bench", "recall", "--queries", "3", "--repeat", "1", "--users", "6"])
+        .arg("--store")
+        .arg(&db)
+        .arg("--per-query")
+        .arg(dir.path().join("missing-dir").join("q.jsonl"))
+        .output()
+        .expect("run soulctl");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("missing-dir"), "{err}");
+    // No figures are printed for a run that could not record them.
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("| all |"));
 }

@@ -306,6 +306,13 @@ fn recall_query(q: &SynthQuery, user: bool) -> RecallQuery {
 }
 
 fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
+    // Created first, so a path that cannot be written fails before the copy.
+    let mut per_query = match &a.per_query {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => None,
+    };
     // A copy, so the recalls' access records (and --concurrent's observes) leave
     // the store as it was for the next run.
     let copy = working_copy(&a.store, "recall.redb")?;
@@ -332,12 +339,6 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     let pb = bar((queries.len() * a.repeat) as u64, "recall".into());
     let mut next = mem.count()?;
     let load = Load { repeat: a.repeat, user: a.user, pace_ms: a.concurrent.then_some(a.pace_ms) };
-    let mut per_query = match &a.per_query {
-        Some(path) => Some(std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        )),
-        None => None,
-    };
     let mut written = Ok(());
     let mut timed = 0usize;
     let mut got = time_concurrent(&mem, &corpus, &queries, &mut next, &load, &pb, |q, e, r| {
