@@ -1,5 +1,6 @@
 //! `soulctl bench recall --per-query FILE`: one JSON line per timed recall, in the
 //! order they ran, numbered by pass; a path it cannot write is an error naming it.
+//! `soulctl bench replay`: a scenario's ops timed by kind, into a store removed after.
 
 use std::path::Path;
 use std::process::Command;
@@ -83,4 +84,74 @@ fn per_query_to_an_unwritable_path_is_a_clear_error() {
     assert!(err.contains("missing-dir"), "{err}");
     // No figures are printed for a run that could not record them.
     assert!(!String::from_utf8_lossy(&out.stdout).contains("| all |"));
+}
+
+/// A scenario of `observes` observes and a recall after them, in `dir`.
+fn scenario(dir: &Path, observes: usize) -> std::path::PathBuf {
+    let mut lines: Vec<String> = (0..observes)
+        .map(|i| {
+            format!(
+                r#"{{"op": "observe", "at": "2024-06-{:02}T10:00:00", "user": "I live in Town{i} and I prefer Rust for debugging", "agent": "ok", "user_id": "u1"}}"#,
+                i + 1
+            )
+        })
+        .collect();
+    lines.push(
+        r#"{"op": "recall", "at": "2024-07-01T10:00:00", "query": "Rust debugging", "limit": 3}"#
+            .into(),
+    );
+    lines.push(r#"{"op": "no-such-op", "at": "2024-07-01T10:00:00"}"#.into());
+    let path = dir.join(format!("s{observes}.jsonl"));
+    std::fs::write(&path, lines.join("\n")).expect("write scenario");
+    path
+}
+
+#[test]
+fn bench_replay_times_every_op_by_kind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (scenario(dir.path(), 4), scenario(dir.path(), 2));
+    let json = dir.path().join("replay.json");
+    let store_dir = dir.path().join("store");
+    let out = Command::new(env!("CARGO_BIN_EXE_soulctl"))
+        .args(["bench", "replay"])
+        .arg(&a)
+        .arg(&b)
+        .arg("--dir")
+        .arg(&store_dir)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run soulctl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse json");
+    // Both files into one store, every op timed under its own name.
+    assert_eq!(doc["ops"], 10);
+    assert_eq!(doc["store"], "file");
+    assert_eq!(doc["by_op"]["observe"]["count"], 6);
+    assert_eq!(doc["by_op"]["observe"]["errors"], 0);
+    assert_eq!(doc["by_op"]["recall"]["count"], 2);
+    assert_eq!(doc["by_op"]["no-such-op"]["count"], 2);
+    assert_eq!(doc["by_op"]["no-such-op"]["errors"], 2);
+    let observe = &doc["by_op"]["observe"];
+    let (p50, p99) = (observe["p50_ms"].as_f64(), observe["p99_ms"].as_f64());
+    assert!(p50.is_some_and(|p| p > 0.0) && p50 <= p99, "{observe}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("| observe | 6 | 0 |"), "{stdout}");
+    assert!(stdout.contains("| recall | 2 | 0 |"), "{stdout}");
+    // The store the replay wrote is removed.
+    let left: Vec<_> = std::fs::read_dir(&store_dir).expect("store dir").collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn bench_replay_names_a_missing_scenario() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_soulctl"))
+        .args(["bench", "replay"])
+        .arg(dir.path().join("absent.jsonl"))
+        .output()
+        .expect("run soulctl");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("absent.jsonl"));
 }

@@ -34,7 +34,15 @@ enum What {
     /// Time batched observes into a copy of an existing store (one built by
     /// `bench scale --keep`): for profiling the write path.
     Ingest(IngestArgs),
+    /// Time a scenario's ops one by one, per op kind (the same files replayed by
+    /// soul-protocol itself: `scripts/bench_reference.py`).
+    Replay(replay::ReplayArgs),
 }
+
+// A path relative to this file, so the compare crate, which compiles this module
+// by its path, finds it too.
+#[path = "bench_replay.rs"]
+mod replay;
 
 /// `bench ingest` arguments.
 #[derive(ClapArgs, Debug)]
@@ -196,6 +204,7 @@ pub fn run_with(args: Args, baselines: Option<&dyn Baselines>) -> anyhow::Result
         What::Scale(a) => scale(a, baselines),
         What::Recall(a) => recall_only(&a),
         What::Ingest(a) => ingest_only(&a),
+        What::Replay(a) => replay::run(&a),
     }
 }
 
