@@ -73,10 +73,11 @@ def observe(mgr: MemoryManager, op: dict) -> None:
 
 def recall(mgr: MemoryManager, op: dict) -> None:
     types = op.get("types")
+    limit = op.get("limit")
     drive(
         mgr.recall(
             op["query"],
-            limit=op.get("limit") or 10,
+            limit=10 if limit is None else limit,
             types=[MemoryType(t) for t in types] if types is not None else None,
             min_importance=op.get("min_importance") or 0,
             requester_id=op.get("requester_id"),

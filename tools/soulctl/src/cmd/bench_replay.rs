@@ -2,7 +2,9 @@
 //!
 //! The same scenario files replayed by soul-protocol 0.4.0 itself
 //! (`scripts/bench_reference.py`, which writes the same JSON) give the Python
-//! project's cost for the same work, op for op.
+//! project's cost for the same work, op for op. An op's time here is what
+//! `soulctl replay` spends on its line: parsing it, the op, and building its
+//! output (not writing it); the Python side times the manager's calls alone.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
