@@ -40,6 +40,8 @@ pub struct ReplayArgs {
     json: Option<PathBuf>,
 }
 
+/// `cmd::parse_profile`'s twin: the compare crate compiles this module without
+/// soulctl's `cmd` module around it.
 fn parse_profile(s: &str) -> Result<Profile, String> {
     Profile::parse(s).ok_or_else(|| format!("unknown profile {s:?} (use default or reference)"))
 }
