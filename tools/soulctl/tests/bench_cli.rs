@@ -1,6 +1,7 @@
 //! `soulctl bench recall --per-query FILE`: one JSON line per timed recall, in the
 //! order they ran, numbered by pass; a path it cannot write is an error naming it.
-//! `soulctl bench replay`: a scenario's ops timed by kind, into a store removed after.
+//! `soulctl bench replay`: a scenario's ops timed by kind, into a store removed after;
+//! `soulctl bench scenario`: the synthetic corpus as a scenario it replays.
 
 use std::path::Path;
 use std::process::Command;
@@ -154,4 +155,48 @@ fn bench_replay_names_a_missing_scenario() {
         .expect("run soulctl");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("absent.jsonl"));
+}
+
+#[test]
+fn bench_scenario_writes_a_scenario_bench_replay_runs_without_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("synth.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_soulctl"))
+        .args(["bench", "scenario", "--exchanges", "40", "--queries", "5", "--users", "4"])
+        .arg("--out")
+        .arg(&file)
+        .output()
+        .expect("run soulctl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&file).expect("scenario");
+    let ops: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(ops.len(), 45);
+    assert!(ops[..40].iter().all(|o| o["op"] == "observe" && o["user_id"].is_string()));
+    assert!(ops[40..].iter().all(|o| o["op"] == "recall" && o["limit"] == 10));
+    // Times ascend, one exchange every 30 seconds.
+    let at: Vec<&str> = ops.iter().filter_map(|o| o["at"].as_str()).collect();
+    assert_eq!(at.len(), 45);
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{at:?}");
+    // Four users' exchanges, as the corpus spreads them.
+    let users: std::collections::BTreeSet<&str> =
+        ops[..40].iter().filter_map(|o| o["user_id"].as_str()).collect();
+    assert_eq!(users.len(), 4, "{users:?}");
+
+    let json = dir.path().join("replay.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_soulctl"))
+        .args(["bench", "replay"])
+        .arg(&file)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run soulctl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse json");
+    assert_eq!(doc["store"], "memory");
+    assert_eq!(doc["by_op"]["observe"]["count"], 40);
+    assert_eq!(doc["by_op"]["observe"]["errors"], 0);
+    assert_eq!(doc["by_op"]["recall"]["count"], 5);
+    assert_eq!(doc["by_op"]["recall"]["errors"], 0);
 }

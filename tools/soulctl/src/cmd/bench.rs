@@ -37,6 +37,9 @@ enum What {
     /// Time a scenario's ops one by one, per op kind (the same files replayed by
     /// soul-protocol itself: `scripts/bench_reference.py`).
     Replay(replay::ReplayArgs),
+    /// Write the synthetic corpus as a replay scenario (observes, then recalls),
+    /// for `bench replay` and for soul-protocol (`scripts/bench_reference.py`).
+    Scenario(replay::ScenarioArgs),
 }
 
 // A path relative to this file, so the compare crate, which compiles this module
@@ -205,6 +208,7 @@ pub fn run_with(args: Args, baselines: Option<&dyn Baselines>) -> anyhow::Result
         What::Recall(a) => recall_only(&a),
         What::Ingest(a) => ingest_only(&a),
         What::Replay(a) => replay::run(&a),
+        What::Scenario(a) => replay::scenario(&a),
     }
 }
 

@@ -7,7 +7,7 @@
 //! output (not writing it); the Python side times the manager's calls alone.
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -17,6 +17,7 @@ use clap::Args as ClapArgs;
 use serde_json::{Map, Value, json};
 use soulmem::Profile;
 use soulmem::replay::Replayer;
+use soulmem::synth::Corpus;
 
 use super::{bar, ms, quantile};
 
@@ -38,6 +39,61 @@ pub struct ReplayArgs {
     /// Also write the figures as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+}
+
+/// `bench scenario` arguments.
+#[derive(ClapArgs, Debug)]
+pub struct ScenarioArgs {
+    /// Exchanges observed (the corpus's first ones, one every 30 seconds).
+    #[arg(long, default_value_t = 10_000)]
+    exchanges: u64,
+    /// Recalls after them (the bench's query mix, unfiltered, top 10).
+    #[arg(long, default_value_t = 300)]
+    queries: usize,
+    /// Users in the corpus.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    users: u64,
+    /// Corpus seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// The scenario file to write.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// Runs `bench scenario`: the synthetic corpus as a replay scenario, so any engine
+/// that replays the format (soul-protocol through `scripts/bench_reference.py`)
+/// can be timed on it.
+///
+/// # Errors
+/// An unwritable `--out`.
+pub fn scenario(a: &ScenarioArgs) -> anyhow::Result<ExitCode> {
+    let file =
+        std::fs::File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    let corpus = Corpus::with_users(a.seed, usize::try_from(a.users).unwrap_or(usize::MAX));
+    let at = |i: u64| format!("{}Z", soulmem::model::time::format_timestamp(&corpus.created_at(i)));
+    let pb = bar(a.exchanges + a.queries as u64, "scenario".into());
+    let mut line = |v: Value| -> anyhow::Result<()> {
+        serde_json::to_writer(&mut out, &v)?;
+        out.write_all(b"\n")?;
+        pb.inc(1);
+        Ok(())
+    };
+    for i in 0..a.exchanges {
+        let x = corpus.exchange(i);
+        line(json!({"op": "observe", "at": at(i), "user": x.user, "agent": x.agent,
+                    "user_id": x.user_id, "domain": x.domain}))?;
+    }
+    for (j, q) in corpus.queries(a.queries).into_iter().enumerate() {
+        let i = a.exchanges + j as u64;
+        line(json!({"op": "recall", "at": at(i), "query": q.text, "limit": 10,
+                    "tag": {"kind": q.kind}}))?;
+    }
+    pb.finish_and_clear();
+    out.flush().with_context(|| format!("writing {}", a.out.display()))?;
+    println!("{} ops written to {}", a.exchanges + a.queries as u64, a.out.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `cmd::parse_profile`'s twin: the compare crate compiles this module without
