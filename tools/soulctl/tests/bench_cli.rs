@@ -3,8 +3,27 @@
 //! `soulctl bench replay`: a scenario's ops timed by kind, into a store removed after;
 //! `soulctl bench scenario`: the synthetic corpus as a scenario it replays.
 
+use std::ffi::OsStr;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
+
+/// Runs soulctl with `args` and checks that it succeeded.
+fn soulctl_ok<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_soulctl")).args(args).output().expect("run soulctl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// The objects of a JSON Lines file.
+fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).expect("a JSON Lines file");
+    text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
+}
+
+/// A JSON file's value.
+fn json_file(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).expect("a JSON file")).expect("parse json")
+}
 
 /// A small store observed from a scenario (the bench only needs a store to copy
 /// and query).
@@ -20,14 +39,7 @@ fn store(dir: &Path) -> std::path::PathBuf {
     let file = dir.join("s.jsonl");
     std::fs::write(&file, lines.join("\n")).expect("write scenario");
     let db = dir.join("store.redb");
-    let out = Command::new(env!("CARGO_BIN_EXE_soulctl"))
-        .arg("--db")
-        .arg(&db)
-        .arg("ingest")
-        .arg(&file)
-        .output()
-        .expect("run soulctl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    soulctl_ok([OsStr::new("--db"), db.as_os_str(), OsStr::new("ingest"), file.as_os_str()]);
     db
 }
 
@@ -36,18 +48,13 @@ fn per_query_writes_one_line_per_timed_recall() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = store(dir.path());
     let lines = dir.path().join("q.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_soulctl"))
-        .args(["bench", "recall", "--queries", "7", "--repeat", "2", "--users", "6"])
-        .arg("--store")
-        .arg(&db)
-        .arg("--per-query")
-        .arg(&lines)
-        .output()
-        .expect("run soulctl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let args = ["bench", "recall", "--queries", "7", "--repeat", "2", "--users", "6"];
+    let mut args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    args.extend([OsStr::new("--store"), db.as_os_str(), OsStr::new("--per-query")]);
+    args.push(lines.as_os_str());
+    soulctl_ok(args);
+    let rows = json_lines(&lines);
     let text = std::fs::read_to_string(&lines).expect("per-query file");
-    let rows: Vec<serde_json::Value> =
-        text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
     assert_eq!(rows.len(), 14, "7 queries, 2 passes");
     for (i, row) in rows.iter().enumerate() {
         assert_eq!(row["pass"], i / 7, "row {i}");
@@ -113,19 +120,17 @@ fn bench_replay_times_every_op_by_kind() {
     let (a, b) = (scenario(dir.path(), 4), scenario(dir.path(), 2));
     let json = dir.path().join("replay.json");
     let store_dir = dir.path().join("store");
-    let out = Command::new(env!("CARGO_BIN_EXE_soulctl"))
-        .args(["bench", "replay"])
-        .arg(&a)
-        .arg(&b)
-        .arg("--dir")
-        .arg(&store_dir)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("run soulctl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse json");
+    let out = soulctl_ok([
+        OsStr::new("bench"),
+        OsStr::new("replay"),
+        a.as_os_str(),
+        b.as_os_str(),
+        OsStr::new("--dir"),
+        store_dir.as_os_str(),
+        OsStr::new("--json"),
+        json.as_os_str(),
+    ]);
+    let doc = json_file(&json);
     // Both files into one store, every op timed under its own name.
     assert_eq!(doc["ops"], 10);
     assert_eq!(doc["store"], "file");
@@ -161,16 +166,11 @@ fn bench_replay_names_a_missing_scenario() {
 fn bench_scenario_writes_a_scenario_bench_replay_runs_without_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("synth.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_soulctl"))
-        .args(["bench", "scenario", "--exchanges", "40", "--queries", "5", "--users", "4"])
-        .arg("--out")
-        .arg(&file)
-        .output()
-        .expect("run soulctl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = std::fs::read_to_string(&file).expect("scenario");
-    let ops: Vec<serde_json::Value> =
-        text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let args = ["bench", "scenario", "--exchanges", "40", "--queries", "5", "--users", "4"];
+    let mut args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    args.extend([OsStr::new("--out"), file.as_os_str()]);
+    soulctl_ok(args);
+    let ops = json_lines(&file);
     assert_eq!(ops.len(), 45);
     assert!(ops[..40].iter().all(|o| o["op"] == "observe" && o["user_id"].is_string()));
     assert!(ops[40..].iter().all(|o| o["op"] == "recall" && o["limit"] == 10));
@@ -184,16 +184,9 @@ fn bench_scenario_writes_a_scenario_bench_replay_runs_without_errors() {
     assert_eq!(users.len(), 4, "{users:?}");
 
     let json = dir.path().join("replay.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_soulctl"))
-        .args(["bench", "replay"])
-        .arg(&file)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("run soulctl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse json");
+    let args = [OsStr::new("bench"), OsStr::new("replay"), file.as_os_str()];
+    soulctl_ok(args.into_iter().chain([OsStr::new("--json"), json.as_os_str()]));
+    let doc = json_file(&json);
     assert_eq!(doc["store"], "memory");
     assert_eq!(doc["by_op"]["observe"]["count"], 40);
     assert_eq!(doc["by_op"]["observe"]["errors"], 0);
