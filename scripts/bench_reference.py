@@ -10,8 +10,11 @@ MemoryManager with the heuristic engine (no LLM), as the reference oracle
 replays them, without its frozen clock (which would slow every call): each
 `observe` is the manager's observe of the exchange at its `at` time followed
 by the knowledge-graph update soul-protocol's Soul.observe makes with the
-entities found, and each `recall` the manager's recall with the op's filters.
-Only `observe` and `recall` are supported; other ops are counted and skipped.
+entities found; each `recall` the manager's recall with the op's filters;
+each `remember` the manager's add of the entry (or its layer's store, for a
+custom layer); each `forget` the manager's forget of the query; each `facts`
+a read of every semantic fact, superseded ones included. Ops of another
+kind are counted and skipped.
 """
 
 from __future__ import annotations
@@ -27,7 +30,14 @@ logging.disable(logging.CRITICAL)
 
 try:
     from soul_protocol.runtime.memory.manager import MemoryManager
-    from soul_protocol.runtime.types import CoreMemory, Interaction, MemorySettings, MemoryType
+    from soul_protocol.runtime.types import (
+        CoreMemory,
+        Interaction,
+        MemoryEntry,
+        MemorySettings,
+        MemoryType,
+        MemoryVisibility,
+    )
 except ImportError:
     sys.exit("needs soul-protocol 0.4.0: pip install soul-protocol==0.4.0 (in a virtualenv)")
 
@@ -89,6 +99,33 @@ def recall(mgr: MemoryManager, op: dict) -> None:
     )
 
 
+def remember(mgr: MemoryManager, op: dict) -> None:
+    fields = dict(
+        content=op["content"],
+        importance=op.get("importance", 5),
+        entities=list(op.get("entities") or []),
+        visibility=MemoryVisibility(op.get("visibility") or "bonded"),
+        domain=op.get("domain") or "default",
+        user_id=op.get("user_id"),
+    )
+    layer = op.get("layer")
+    if layer is None:
+        drive(mgr.add(MemoryEntry(type=MemoryType(op["type"]), **fields)))
+    else:
+        drive(mgr.layer(layer).store(MemoryEntry(type=MemoryType.SEMANTIC, layer=layer, **fields)))
+
+
+def forget(mgr: MemoryManager, op: dict) -> None:
+    drive(mgr.forget(op["query"]))
+
+
+def facts(mgr: MemoryManager, op: dict) -> None:
+    mgr._semantic.facts(include_superseded=True)
+
+
+OPS = {"observe": observe, "recall": recall, "remember": remember, "forget": forget, "facts": facts}
+
+
 def quantile(values: list[float], p: float) -> float:
     """Nearest rank, as soulctl's."""
     if not values:
@@ -115,7 +152,7 @@ def main() -> int:
     started = time.perf_counter()
     for i, op in enumerate(ops, 1):
         name = op.get("op")
-        run = {"observe": observe, "recall": recall}.get(name)
+        run = OPS.get(name)
         if run is None:
             skipped[str(name)] = skipped.get(str(name), 0) + 1
             continue
