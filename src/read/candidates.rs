@@ -593,6 +593,19 @@ impl LengthBounds {
         Self { terms, at: Vec::new(), sums: Vec::new(), long: Vec::new() }
     }
 
+    /// The most any memory can score on all the terms: their summed bounds
+    /// at the length that gives the most. A term's bound falls as the length
+    /// grows between the lengths of its frontier's pairs and rises only at
+    /// one, so the largest sum is at one of those lengths.
+    fn best(&mut self, norms: &Norms) -> f64 {
+        let mut lens: Vec<u32> =
+            self.terms.iter().flat_map(|t| t.impacts.pairs().iter().map(|p| p.1)).collect();
+        lens.sort_unstable();
+        lens.dedup();
+        let n = self.terms.len();
+        lens.into_iter().map(|len| self.of(len, norms)[n]).fold(0.0, f64::max)
+    }
+
     fn of(&mut self, len: u32, norms: &Norms) -> &[f64] {
         let i = len as usize;
         if i >= Norms::TABLED as usize {
@@ -823,6 +836,10 @@ fn search(
     let mut read = 0u64;
     let mut parts = vec![0.0f64; n];
     let mut by_len = LengthBounds::new(&order);
+    // Once the k-th score reaches it, no later memory can place (ties go to the
+    // lower docno): tighter than the terms' best bounds summed, which may come
+    // from memories of different lengths.
+    let best = by_len.best(norms);
     let mut cur = 0u64;
     // Whether the last memory was pruned on the other terms' bounds alone.
     let mut hopeless = false;
@@ -956,6 +973,9 @@ fn search(
                 let t = heap.peek().map_or(f64::NEG_INFINITY, |h| h.score);
                 if t > theta {
                     theta = t;
+                    if cannot_beat(best, theta) {
+                        break 'windows;
+                    }
                     let before = essential;
                     while essential < n && cannot_beat(prefix[essential + 1], theta) {
                         essential += 1;
@@ -1192,6 +1212,47 @@ mod tests {
                 (d, v.iter().sum())
             })
             .collect()
+    }
+
+    /// The search stops once the k-th score is the most any memory can score on
+    /// all the terms at one length (ties go to the lower docno). The best
+    /// memories come first here; "lake"'s later blocks hold only memories that
+    /// cannot beat them, but their bounds summed term by term (each term's best
+    /// comes from memories of another length) could, so without the stop they
+    /// are decoded and pruned memory by memory.
+    #[test]
+    fn the_search_stops_at_the_best_score_a_memory_can_reach() {
+        let mem = Memory::builder().postings_tail_docs(0).open_in_memory().expect("test store");
+        let mut texts: Vec<String> = vec!["kayak lake".to_owned(); 12];
+        for i in 0..600 {
+            // "lake" alone, short and long: its blocks' bounds stay high.
+            texts.push(
+                if i % 2 == 0 { "lake amber" } else { "lake birch cedar dune ember fjord" }
+                    .to_owned(),
+            );
+        }
+        // "kayak" three times in longer memories: its best bound, at their length.
+        texts.extend(std::iter::repeat_n("kayak kayak kayak grove heath inlet".to_owned(), 2000));
+        let entries: Vec<MemoryEntry> =
+            texts.into_iter().map(|t| MemoryEntry::new(MemoryType::Episodic, t)).collect();
+        for chunk in entries.chunks(500) {
+            mem.add_batch(chunk.to_vec()).expect("test store");
+        }
+        let r = mem.read().expect("test store");
+        let terms: Vec<Term> = ["kayak", "lake"]
+            .iter()
+            .map(|w| Term { token: crate::text::stem(w), weight: 1.0 })
+            .collect();
+        let stats = term_stats(&r, &terms).expect("test store");
+        let k = 5;
+        let (got, read) = top_k(&r, &stats, k, None, None, |_, _| true).expect("test store");
+        let mut want: Vec<(u64, f64)> = brute(&r, &stats).into_iter().collect();
+        want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        want.truncate(k);
+        let got: Vec<(u64, f64)> = got.iter().map(|c| (c.docno, c.bm25)).collect();
+        assert_eq!(got, want);
+        let lake = stats.iter().find(|t| t.token == crate::text::stem("lake")).expect("term");
+        assert!(read < lake.df / 2, "{read} postings decoded of {} for \"lake\"", lake.df);
     }
 
     proptest! {
