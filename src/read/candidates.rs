@@ -7,9 +7,11 @@
 //! of memories the essential terms found, by moving forward to that memory, and
 //! only while their bounds at that memory's length (every posting carries it, and
 //! a term's `(tf, length)` frontier bounds what a memory of that length can hold)
-//! can still lift it into the top k. Within
-//! the essential terms, a window of blocks whose bounds (from each block's impacts)
-//! cannot beat the k-th score is skipped without decoding. Filters run lazily: a
+//! can still lift it into the top k. Within the essential terms, a window of
+//! blocks whose bounds (from each block's impacts) cannot beat the k-th score is
+//! skipped without decoding. Once the k-th score reaches the most any memory can
+//! score (the terms' bounds summed at the one length that gives the most), the
+//! search ends. Filters run lazily: a
 //! memory's record is read only when its score would place it among the `k`.
 //! A query made of very common words alone is bounded by [`MAX_POSTINGS`].
 
@@ -1214,6 +1216,21 @@ mod tests {
             .collect()
     }
 
+    /// The statistics of `words`, each a query term of weight 1.
+    fn unit_stats(r: &Reader, words: &[&str]) -> Vec<TermStat> {
+        let terms: Vec<Term> =
+            words.iter().map(|w| Term { token: crate::text::stem(w), weight: 1.0 }).collect();
+        term_stats(r, &terms).expect("test store")
+    }
+
+    /// The brute-force top `k`, best first (ties by docno).
+    fn brute_top(r: &Reader, stats: &[TermStat], k: usize) -> Vec<(u64, f64)> {
+        let mut all: Vec<(u64, f64)> = brute(r, stats).into_iter().collect();
+        all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.truncate(k);
+        all
+    }
+
     /// The search stops once the k-th score is the most any memory can score on
     /// all the terms at one length (ties go to the lower docno). The best
     /// memories come first here; "lake"'s later blocks hold only memories that
@@ -1239,18 +1256,11 @@ mod tests {
             mem.add_batch(chunk.to_vec()).expect("test store");
         }
         let r = mem.read().expect("test store");
-        let terms: Vec<Term> = ["kayak", "lake"]
-            .iter()
-            .map(|w| Term { token: crate::text::stem(w), weight: 1.0 })
-            .collect();
-        let stats = term_stats(&r, &terms).expect("test store");
+        let stats = unit_stats(&r, &["kayak", "lake"]);
         let k = 5;
         let (got, read) = top_k(&r, &stats, k, None, None, |_, _| true).expect("test store");
-        let mut want: Vec<(u64, f64)> = brute(&r, &stats).into_iter().collect();
-        want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        want.truncate(k);
         let got: Vec<(u64, f64)> = got.iter().map(|c| (c.docno, c.bm25)).collect();
-        assert_eq!(got, want);
+        assert_eq!(got, brute_top(&r, &stats, k));
         let lake = stats.iter().find(|t| t.token == crate::text::stem("lake")).expect("term");
         assert!(read < lake.df / 2, "{read} postings decoded of {} for \"lake\"", lake.df);
     }
@@ -1554,16 +1564,10 @@ mod tests {
             (0..1905).map(|i| MemoryEntry::new(MemoryType::Episodic, text(i))).collect();
         mem.add_batch(entries).expect("test store");
         let r = mem.read().expect("test store");
-        let terms: Vec<Term> = ["alpha", "bravo"]
-            .iter()
-            .map(|w| Term { token: crate::text::stem(w), weight: 1.0 })
-            .collect();
-        let stats = term_stats(&r, &terms).expect("test store");
+        let stats = unit_stats(&r, &["alpha", "bravo"]);
         let (got, read) = top_k(&r, &stats, 5, None, None, |_, _| true).expect("test store");
         let docnos: Vec<u64> = got.iter().map(|c| c.docno).collect();
-        let mut want: Vec<(u64, f64)> = brute(&r, &stats).into_iter().collect();
-        want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let want: Vec<u64> = want.iter().take(5).map(|w| w.0).collect();
+        let want: Vec<u64> = brute_top(&r, &stats, 5).iter().map(|w| w.0).collect();
         assert_eq!(docnos, want);
         // Every `alpha` posting (the essential term's), and `bravo`'s first block
         // only (read before the five best were held).
