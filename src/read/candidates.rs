@@ -840,8 +840,10 @@ fn search(
     let mut by_len = LengthBounds::new(&order);
     // Once the k-th score reaches it, no later memory can place (ties go to the
     // lower docno): tighter than the terms' best bounds summed, which may come
-    // from memories of different lengths.
-    let best = by_len.best(norms);
+    // from memories of different lengths. One term's best bound is its bound
+    // (the essential terms' loop below ends there), so its lengths are not
+    // tabled for it.
+    let best = if n > 1 { by_len.best(norms) } else { prefix[n] };
     let mut cur = 0u64;
     // Whether the last memory was pruned on the other terms' bounds alone.
     let mut hopeless = false;
