@@ -16,7 +16,7 @@
 //! A query made of very common words alone is bounded by [`MAX_POSTINGS`].
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use redb::{AccessGuard, Range};
@@ -168,7 +168,7 @@ fn avgdl(r: &Reader) -> f64 {
 pub fn term_stats(r: &Reader, terms: &[Term]) -> Result<Vec<TermStat>> {
     let n = r.stats().docs;
     let avg = avgdl(r);
-    let mut seen: HashMap<&str, (usize, f64)> = HashMap::new();
+    let mut seen: foldhash::HashMap<&str, (usize, f64)> = foldhash::HashMap::default();
     let mut out: Vec<TermStat> = Vec::new();
     for t in terms {
         if let Some(&(i, unit)) = seen.get(t.token.as_str()) {
@@ -615,8 +615,10 @@ impl LengthBounds {
             push_sums(&mut self.long, &self.terms, len, norms);
             return &self.long;
         }
-        if self.at.is_empty() {
-            self.at = vec![usize::MAX; Norms::TABLED as usize];
+        if i >= self.at.len() {
+            // Grown to the longest length asked for, not to the table's end:
+            // searches ask for few and mostly short lengths.
+            self.at.resize(i + 1, usize::MAX);
         }
         if self.at[i] == usize::MAX {
             self.at[i] = self.sums.len();
@@ -764,7 +766,7 @@ fn rank(
     // k-th score it must beat is higher); the second pass covers the rest exactly.
     let wide = k.saturating_add(k / 4 + 2);
     let (held, mut read) = search(wide, &mut |d| Ok(!skips(d)?))?;
-    let mut verdicts: HashMap<u64, Option<DocInfo>> = HashMap::new();
+    let mut verdicts: foldhash::HashMap<u64, Option<DocInfo>> = foldhash::HashMap::default();
     let mut verdict = |d: u64| -> Result<bool> {
         if let Some(v) = verdicts.get(&d) {
             return Ok(v.is_some());
@@ -1183,6 +1185,8 @@ fn search_listed(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
     use crate::memory::Memory;
     use crate::model::{MemoryEntry, MemoryType};

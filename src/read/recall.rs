@@ -1,7 +1,7 @@
 //! The default profile's recall: index-driven candidates, graph expansion, parallel
 //! activation ranking, filters, access updates and a trace.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use rayon::prelude::*;
 
@@ -396,7 +396,7 @@ impl Memory {
             .into_iter()
             .map(|c| Pooled { cand: c, source: "text".into(), cos: None })
             .collect();
-        let mut in_pool: HashMap<u64, usize> =
+        let mut in_pool: foldhash::HashMap<u64, usize> =
             pool.iter().enumerate().map(|(i, p)| (p.cand.docno, i)).collect();
 
         // Vector candidates: the most similar stored vectors that pass the filters.

@@ -26,7 +26,7 @@
 //! syncs the last commit of each run and one in sixteen. At rest, a crash loses
 //! at most the records not yet written, never a memory.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -66,7 +66,7 @@ struct State {
     /// many wait behind them.
     order: VecDeque<(u64, u64, Timestamp)>,
     /// The same records per memory, in order: `(number, when)`.
-    by_doc: HashMap<u64, VecDeque<(u64, Timestamp)>>,
+    by_doc: foldhash::HashMap<u64, VecDeque<(u64, Timestamp)>>,
     /// Open reads, by the `written` they began after: a read needs the records
     /// after its own.
     readers: std::collections::BTreeMap<u64, usize>,
@@ -86,7 +86,7 @@ impl State {
     /// `(after, upto]`, in order; and the number of the last of them (`after`
     /// when there are none).
     fn times_between(&self, after: u64, upto: u64) -> (Vec<(u64, Vec<Timestamp>)>, u64) {
-        let mut per: HashMap<u64, Vec<Timestamp>> = HashMap::new();
+        let mut per: foldhash::HashMap<u64, Vec<Timestamp>> = foldhash::HashMap::default();
         let mut last = after;
         for &(seq, docno, at) in self.between(after, upto) {
             per.entry(docno).or_default().push(at);
@@ -158,7 +158,7 @@ impl AccessLog {
                 last: applied,
                 written: applied,
                 order: VecDeque::new(),
-                by_doc: HashMap::new(),
+                by_doc: foldhash::HashMap::default(),
                 readers: std::collections::BTreeMap::new(),
                 epoch: 0,
             }),
@@ -296,7 +296,7 @@ pub(crate) enum AccessView {
     Live { log: Arc<AccessLog>, applied: u64, upto: u64, _guard: Arc<ReadGuard> },
     /// A copy of them, for long-lived snapshots (the live log forgets records once
     /// they are written, which such a snapshot would not see).
-    Frozen { times: Arc<HashMap<u64, Vec<Timestamp>>>, cap: usize },
+    Frozen { times: Arc<foldhash::HashMap<u64, Vec<Timestamp>>>, cap: usize },
 }
 
 impl AccessView {

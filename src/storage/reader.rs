@@ -1,7 +1,6 @@
 //! [`Reader`]: a consistent snapshot of the store; the tables a read may not
 //! need are opened on first use.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -48,7 +47,7 @@ pub struct Reader {
     context: OnceLock<ReadOnlyTable<u64, Str>>,
     /// Stored vectors; `None` in a store written before the table existed.
     embeddings: OnceLock<Option<ReadOnlyTable<u64, Bytes>>>,
-    entry_tables: Mutex<HashMap<String, ReadOnlyTable<u64, Bytes>>>,
+    entry_tables: Mutex<foldhash::HashMap<String, ReadOnlyTable<u64, Bytes>>>,
     /// The graph's adjacency table (recall asks it about every word window of
     /// its query).
     graph_adj: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
@@ -113,7 +112,7 @@ impl Reader {
             layer_order: OnceLock::new(),
             context: OnceLock::new(),
             embeddings: OnceLock::new(),
-            entry_tables: Mutex::new(HashMap::new()),
+            entry_tables: Mutex::new(foldhash::HashMap::default()),
             graph_adj: OnceLock::new(),
             stats,
             tail,

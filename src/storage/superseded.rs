@@ -68,13 +68,18 @@ pub fn all(table: &impl ReadableTable<u64, &'static [u8]>) -> Result<Vec<u64>> {
 /// row at a time as the search reaches it.
 pub struct Hidden<'r, T: ReadableTable<u64, &'static [u8]>> {
     table: &'r T,
-    rows: HashMap<u64, Option<Box<[u8]>>>,
+    /// The rows read, by chunk; `None` for a chunk without a row.
+    rows: foldhash::HashMap<u64, Option<Box<[u8]>>>,
+    /// The chunk of the last docno asked for, and its row: a search asks in
+    /// ascending docno order, so nearly every ask falls in the same chunk as the
+    /// one before it and is answered without a hash lookup.
+    last: Option<(u64, Option<Box<[u8]>>)>,
 }
 
 impl<'r, T: ReadableTable<u64, &'static [u8]>> Hidden<'r, T> {
     /// Over `table` (a snapshot's [`super::schema::SUPERSEDED`]).
     pub fn new(table: &'r T) -> Self {
-        Self { table, rows: HashMap::new() }
+        Self { table, rows: foldhash::HashMap::default(), last: None }
     }
 
     /// Whether the memory `docno` is superseded.
@@ -83,14 +88,16 @@ impl<'r, T: ReadableTable<u64, &'static [u8]>> Hidden<'r, T> {
     /// Storage errors; [`Error::Corrupted`] on a row of the wrong size.
     pub fn contains(&mut self, docno: u64) -> Result<bool> {
         let (chunk, byte, mask) = place(docno);
-        let bits = match self.rows.get(&chunk) {
-            Some(b) => b,
-            None => {
-                let loaded = self.table.get(chunk)?.map(|v| row(v.value())).transpose()?;
-                self.rows.entry(chunk).or_insert(loaded)
+        if self.last.as_ref().is_none_or(|(c, _)| *c != chunk) {
+            let bits = match self.rows.remove(&chunk) {
+                Some(b) => b,
+                None => self.table.get(chunk)?.map(|v| row(v.value())).transpose()?,
+            };
+            if let Some((c, b)) = self.last.replace((chunk, bits)) {
+                self.rows.insert(c, b);
             }
-        };
-        Ok(bits.as_ref().is_some_and(|b| b[byte] & mask != 0))
+        }
+        Ok(self.last.as_ref().and_then(|(_, b)| b.as_ref()).is_some_and(|b| b[byte] & mask != 0))
     }
 }
 
