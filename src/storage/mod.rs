@@ -145,7 +145,9 @@ pub struct WriteTimings {
     /// Writing what the work buffered: postings (to the blocks or the tail), the
     /// self-model, the corpus statistics.
     pub flush: std::time::Duration,
-    /// The commit: redb writing the dirty pages, and syncing them when durable.
+    /// The commit: redb writing the dirty pages, and syncing them when durable;
+    /// with the indexing of the postings tail it leaves in memory (beside the
+    /// commit, on a thread of its own, for a batch's).
     pub commit: std::time::Duration,
 }
 

@@ -195,12 +195,11 @@ impl Store {
             (out, w.into_carry(), change, applied, [working, flushing])
         };
         // The tail index of the new version is cached before the commit makes
-        // the version visible, so no reader finds it missing and indexes the
-        // whole tail itself. Should the commit fail, no snapshot ever names that
-        // (random) version.
-        self.tails.committed(version, change);
+        // the version visible, or built beside the commit with readers missing
+        // it waiting, so no reader indexes the whole tail itself. Should the
+        // commit fail, no snapshot ever names that (random) version.
         let committing = std::time::Instant::now();
-        txn.commit()?;
+        self.tails.commit_beside(version, change, || Ok(txn.commit()?))?;
         self.note_tail_fill(fill.0, fill.1);
         if let Some(t) = timings {
             let mut t = t.lock();

@@ -517,21 +517,70 @@ impl TailCache {
         if version == 0 {
             return;
         }
+        if let Some(next) = self.index_after(change) {
+            self.put(version, next);
+        }
+    }
+
+    /// The index of the tail a commit making `change` leaves, built from the
+    /// cached index it started from; `None` when the tail is unchanged or that
+    /// index is not cached (readers then index the version themselves). Caches
+    /// nothing: [`TailCache::committed`] does both, [`TailCache::commit_beside`]
+    /// splits them.
+    fn index_after(&self, change: TailChange) -> Option<Arc<TailIndex>> {
         let next = match change {
-            TailChange::Unchanged => return,
-            TailChange::Appended { prev, docs } => match self.find(prev) {
-                Some(index) => index.appended(docs),
-                None => return,
-            },
+            TailChange::Unchanged => return None,
+            TailChange::Appended { prev, docs } => self.find(prev)?.appended(docs),
             TailChange::Replaced { docs } => TailIndex::default().appended(docs),
         };
         // A row that does not decode (never seen: the writer just encoded it)
         // leaves the version to the readers, who report it.
-        if let Ok(next) = next {
-            self.put(version, Arc::new(next));
+        next.ok().map(Arc::new)
+    }
+
+    /// Runs `commit` (the commit that makes `version` visible) while another
+    /// thread indexes the tail it leaves, when `change` brings enough rows to
+    /// be worth a thread (a batch's: ~4.5% of the write thread's instructions
+    /// at 1M, by callgrind, overlapped with the commit's writes and sync).
+    /// Readers that miss `version` meanwhile wait for the index, as they wait
+    /// for one another: they never index it themselves.
+    ///
+    /// # Errors
+    /// What `commit` returns.
+    pub fn commit_beside<T>(
+        &self,
+        version: u64,
+        change: TailChange,
+        commit: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let rows = match &change {
+            TailChange::Unchanged => 0,
+            TailChange::Appended { docs, .. } | TailChange::Replaced { docs } => docs.len(),
+        };
+        if version == 0 || rows < INDEX_BESIDE_ROWS {
+            self.committed(version, change);
+            return commit();
         }
+        // Held before the version can be visible, so a reader that misses it
+        // waits here instead of indexing it.
+        let _indexing = self.indexing.lock();
+        let (committed, next) = std::thread::scope(|s| {
+            let indexing = s.spawn(|| self.index_after(change));
+            let committed = commit();
+            // A panic of the indexing thread only leaves the version to readers.
+            (committed, indexing.join().ok().flatten())
+        });
+        if let Some(next) = next {
+            self.put(version, next);
+        }
+        committed
     }
 }
+
+/// Rows of a commit's tail change from which [`TailCache::commit_beside`]
+/// indexes them on a thread of its own (a single observe's few rows take less
+/// than starting one).
+const INDEX_BESIDE_ROWS: usize = 256;
 
 /// A new tail version number (never 0).
 #[must_use]
@@ -655,6 +704,47 @@ mod tests {
             }
         });
         assert_eq!(loads.load(Ordering::SeqCst), 1);
+    }
+
+    /// A batch's tail is indexed beside its commit: the index equals the one
+    /// built before the commit, and a reader that misses the version during the
+    /// commit waits for it rather than indexing the tail itself. A failed
+    /// commit's error comes back.
+    #[test]
+    fn a_batch_is_indexed_beside_its_commit() {
+        let rows = |from: u64, n: u64| (from..from + n).map(|i| (i, stored(i))).collect::<Vec<_>>();
+        let (first, second) = (rows(1_000, 300), rows(2_000, 300));
+        let inline = TailCache::default();
+        inline.committed(1, TailChange::Replaced { docs: first.clone() });
+        inline.committed(2, TailChange::Appended { prev: 1, docs: second.clone() });
+        let beside = TailCache::default();
+        let none = || -> Result<TailIndex> { panic!("indexed by a reader") };
+        beside.commit_beside(1, TailChange::Replaced { docs: first }, || Ok(())).expect("commit");
+        let asking = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                asking.wait();
+                beside.get(2, none).expect("get").terms()
+            });
+            let change = TailChange::Appended { prev: 1, docs: second };
+            beside
+                .commit_beside(2, change, || {
+                    // The version is visible from here: a reader asks for it.
+                    asking.wait();
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    Ok(())
+                })
+                .expect("commit");
+            assert_eq!(
+                reader.join().expect("the reader waited"),
+                inline.get(2, none).expect("get").terms()
+            );
+        });
+        let failed =
+            beside.commit_beside(3, TailChange::Replaced { docs: rows(3_000, 300) }, || {
+                Err::<(), _>(crate::Error::Storage("disk full".into()))
+            });
+        assert!(matches!(failed, Err(crate::Error::Storage(m)) if m == "disk full"));
     }
 
     /// A reader whose snapshot is a commit or two behind finds its version
