@@ -316,7 +316,8 @@ impl Prefetch {
 }
 
 /// The facts of one user and domain near the texts of one observe (see the module
-/// docs). Lives for one observe: it must not outlive the write transaction.
+/// docs). Serves one observe: asked after its write transaction, it would answer
+/// from rows that may have changed since (a batch drops it later, on another thread).
 pub(super) struct NearFacts {
     /// The `(user, domain)` fact partition.
     part: String,

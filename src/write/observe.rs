@@ -1018,6 +1018,7 @@ impl Memory {
                         ));
                     }
                 }
+                let _ = spent_tx.send(spent);
                 Ok(reports)
             })
         })
