@@ -564,11 +564,23 @@ impl TailCache {
         // Held before the version can be visible, so a reader that misses it
         // waits here instead of indexing it.
         let _indexing = self.indexing.lock();
+        // Taken by the thread, or here when no thread can be started.
+        let change = parking_lot::Mutex::new(Some(change));
+        let index = || change.lock().take().and_then(|c| self.index_after(c));
         let (committed, next) = std::thread::scope(|s| {
-            let indexing = s.spawn(|| self.index_after(change));
-            let committed = commit();
-            // A panic of the indexing thread only leaves the version to readers.
-            (committed, indexing.join().ok().flatten())
+            let builder = std::thread::Builder::new().name("soulmem-tail-index".into());
+            match builder.spawn_scoped(s, index) {
+                Ok(indexing) => {
+                    let committed = commit();
+                    // A panic of the indexing thread only leaves the version to
+                    // readers.
+                    (committed, indexing.join().ok().flatten())
+                }
+                Err(_) => {
+                    let next = index();
+                    (commit(), next)
+                }
+            }
         });
         if let Some(next) = next {
             self.put(version, next);

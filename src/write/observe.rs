@@ -952,8 +952,13 @@ impl Memory {
         // ~2% of its instructions (callgrind, 1M store), more in allocator flushes.
         let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<NearFacts>>();
         std::thread::scope(|scope| {
-            scope.spawn(move || spent_rx.into_iter().for_each(drop));
-            scope.spawn(move || {
+            // Neither thread is needed: without the first, the lookups are
+            // freed here (the sends fail); without the second, the analysis is
+            // made in the transaction (the receiver finds nothing).
+            let _ = std::thread::Builder::new()
+                .name("soulmem-free".into())
+                .spawn_scoped(scope, move || spent_rx.into_iter().for_each(drop));
+            let analyse = move || {
                 let snapshot = if profile.is_reference() { None } else { snap_rx.recv().ok() };
                 let tables = snapshot.as_ref().and_then(|s| SnapshotTables::open(s).ok());
                 for chunk in items.chunks(ANALYSIS_CHUNK) {
@@ -983,7 +988,10 @@ impl Memory {
                         return; // the transaction failed
                     }
                 }
-            });
+            };
+            let _ = std::thread::Builder::new()
+                .name("soulmem-analysis".into())
+                .spawn_scoped(scope, analyse);
             // The receiver moves into the transaction: when it ends (even early,
             // on an error) the producer's next send fails and it stops.
             self.write_synced(durability.synced(), move |w| {
