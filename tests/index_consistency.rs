@@ -325,9 +325,10 @@ fn strip_postings(txn: &redb::WriteTransaction, prefix: &str) {
     assert!(removed > 0, "no postings of {prefix:?}");
 }
 
-/// Writes a store of `TEXTS` (with one superseded fact and one memory of another
-/// domain, and a knowledge graph) as an older schema laid it out: up to schema
-/// 13 no index of the active graph edges, up to schema 12 each fact token's
+/// Writes a store of `TEXTS` (with one superseded fact, one memory of another
+/// domain, an archived and a core memory, and a knowledge graph) as an older
+/// schema laid it out: up to schema 14 no bitmap of withheld memories, up to
+/// schema 13 no index of the active graph edges, up to schema 12 each fact token's
 /// count of facts in `fact_terms`, schema 10 had no rowless owners' table,
 /// schema 9 no domain terms in the postings, schema 8 no superseded bitmap
 /// either, schema 7 had no owner terms in the postings but a `users` index,
@@ -348,6 +349,12 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
         let mut trip = MemoryEntry::new(MemoryType::Episodic, "The user lives in Porto in summer");
         trip.domain = "travel".into();
         mem.add(trip).expect("add");
+        // Withheld memories (their bitmap is schema 15's): an archived episode
+        // and a core memory, which no recall returns.
+        let mut archived = MemoryEntry::new(MemoryType::Episodic, "The user lives in Rome");
+        archived.archived = true;
+        mem.add(archived).expect("add");
+        mem.add(MemoryEntry::new(MemoryType::Core, "The user lives in Berlin")).expect("add");
         // A knowledge graph (its edges' identity index is schema 14's).
         let opts = soulmem::write::observe::ObserveOptions::default();
         mem.observe_pair("I use Python and Docker at work every day", "Nice.", &opts)
@@ -358,6 +365,10 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     }
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
+    if version < 15 {
+        let withheld: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("withheld");
+        assert!(txn.delete_table(withheld).expect("drop withheld"));
+    }
     if version < 14 {
         let active: redb::TableDefinition<(&str, &str, &str, u64), ()> =
             redb::TableDefinition::new("graph_active");
@@ -435,7 +446,7 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     txn.commit().expect("commit");
 }
 
-/// Schema-3 to 13 stores open as schema 14: an empty postings tail that the next
+/// Schema-3 to 14 stores open as schema 15: an empty postings tail that the next
 /// small write starts, a card for every active fact, which dedup reads, compact
 /// records that hold the access metadata, each memory's terms row, which a
 /// `user_id`-filtered recall scores, its owner and domain terms' postings
@@ -443,10 +454,11 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
 /// (which `check` verifies against the records, and recall skips on), the
 /// rowless owners' table (empty: no owner here is past the cap), and the active
 /// graph edges by identity (which `check` verifies against the edges, and an
-/// observe restating a relationship finds).
+/// observe restating a relationship finds), and the withheld bitmap (which
+/// `check` verifies against the records, and recall skips on).
 #[test]
 fn older_schemas_are_upgraded_on_open() {
-    for version in 3u32..=13 {
+    for version in 3u32..=14 {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(format!("v{version}.redb"));
         old_store(&path, version, |_| {});
@@ -465,7 +477,9 @@ fn older_schemas_are_upgraded_on_open() {
             let hits =
                 mem.recall(&soulmem::RecallQuery::new("where does the user live")).expect("recall");
             assert!(hits.memories.iter().any(|m| m.content.contains("Paris")), "{hits:?}");
-            assert!(!hits.memories.iter().any(|m| m.content.contains("Lisbon")), "{hits:?}");
+            for gone in ["Lisbon", "Rome", "Berlin"] {
+                assert!(!hits.memories.iter().any(|m| m.content.contains(gone)), "{hits:?}");
+            }
             let mut q = soulmem::RecallQuery::new("where does the user live");
             q.domain = Some("travel".into());
             let hits = mem.recall(&q).expect("recall");
@@ -490,7 +504,7 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
-        assert_eq!(schema_of(&path), 14);
+        assert_eq!(schema_of(&path), 15);
         let names = table_names(&path);
         assert!(!names.iter().any(|n| n == "users"), "schema {version}: {names:?}");
         assert!(!names.iter().any(|n| n == "fact_terms"), "schema {version}: {names:?}");
@@ -573,7 +587,7 @@ fn a_schema_11_store_drops_the_tail_memories_rows() {
     let hits = mem.recall(&q).expect("recall");
     assert_eq!(hits.memories.first().map(|m| m.id.as_str()), Some(kayak.as_str()));
     drop(mem);
-    assert_eq!(schema_of(&path), 14);
+    assert_eq!(schema_of(&path), 15);
 }
 
 /// A schema-5 store's access metadata survives the upgrade exactly: counts,
@@ -647,7 +661,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
     let mem = Memory::open(&path).expect("upgraded despite the damage");
     assert!(!mem.check(|_| {}).expect("check").is_ok(), "the damage is reported");
     drop(mem);
-    assert_eq!(schema_of(&path), 14);
+    assert_eq!(schema_of(&path), 15);
     let names = table_names(&path);
     assert!(!names.iter().any(|n| n.contains("ghost")), "{names:?}");
 }
@@ -656,7 +670,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
 type Access = (String, u32, Option<soulmem::model::Timestamp>, Vec<soulmem::model::Timestamp>);
 
 fn all_access(mem: &Memory) -> Vec<Access> {
-    let mut out: Vec<Access> = ["semantic", "episodic"]
+    let mut out: Vec<Access> = ["semantic", "episodic", "core"]
         .into_iter()
         .flat_map(|l| mem.layer(l).expect("layer").entries(None).expect("entries"))
         .map(|e| (e.id, e.access_count, e.last_accessed, e.access_timestamps))
@@ -929,7 +943,7 @@ fn check_reports_graph_index_rows_missing_and_stray() {
     assert_eq!(mem.stats().expect("stats").graph_edges, edges);
 }
 
-/// A graph edge that cannot be decoded stops neither the upgrade to schema 14
+/// A graph edge that cannot be decoded stops neither the upgrade to schema 15
 /// nor a `reindex`: it stays in `graph_edges`, unindexed, `check` reports it,
 /// `reindex` says it left it, and the other edges are indexed.
 #[test]
@@ -986,5 +1000,5 @@ fn a_damaged_graph_edge_is_reported_and_left_unindexed() {
     );
     assert_eq!(mem.stats().expect("stats").graph_edges, stats.graph_edges);
     drop(mem);
-    assert_eq!(schema_of(&path), 14);
+    assert_eq!(schema_of(&path), 15);
 }

@@ -190,6 +190,28 @@ fn archive_old_memories_compresses_old_episodes() {
     assert_eq!(mem.archives().expect("archives"), vec![archive]);
     assert_consistent(&mem);
 
+    // Recall leaves the archived episodes out (skipped on their bit in the
+    // withheld bitmap); an explained recall reads them and says why.
+    let mut q = RecallQuery::new("cat kitchen cello opera tickets");
+    q.limit = 10;
+    let found: Vec<String> =
+        mem.recall(&q).expect("recall").memories.into_iter().map(|m| m.id).collect();
+    assert_eq!(found, vec![fresh_id.clone()]);
+    q.explain = true;
+    let explained = mem.recall(&q).expect("recall");
+    let mut dropped: Vec<String> = explained
+        .trace
+        .candidates
+        .iter()
+        .filter(|t| t.dropped_by.as_deref() == Some("archived"))
+        .map(|t| t.id.clone())
+        .collect();
+    dropped.sort();
+    dropped.dedup(); // (a memory met by two stages is listed by each)
+    let mut archived = ids.clone();
+    archived.sort();
+    assert_eq!(dropped, archived);
+
     // Archived episodes are not archived twice.
     assert!(mem.archive_old_memories(Duration::from_secs(3600)).expect("again").is_none());
 }

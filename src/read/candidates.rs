@@ -732,15 +732,23 @@ pub fn top_k_listed(
 }
 
 /// Memories a search leaves out on a cheap test, before reading their records:
-/// recall's are the superseded ones, when the query excludes them
-/// ([`crate::storage::superseded`]), and those outside its `domain` filter
-/// ([`crate::read::filters::DomainMembers`]).
+/// recall's are the superseded ones, when the query excludes them, the withheld
+/// ones (core and archived; both [`crate::storage::bitmap`]), and those outside
+/// its `domain` filter ([`crate::read::filters::DomainMembers`]).
 pub trait Skip {
     /// Whether `docno` is left out.
     ///
     /// # Errors
     /// Storage errors.
     fn skips(&mut self, docno: u64) -> Result<bool>;
+
+    /// Whether the caller accepts every memory the skip passes (and the search
+    /// admits): the first pass then keeps no room for memories it would turn
+    /// away. Only a matter of cost: a memory turned away all the same is found
+    /// by the second pass, as without this.
+    fn decides(&self) -> bool {
+        false
+    }
 }
 
 /// What [`top_k`] and [`top_k_listed`] share: the two passes around `search`
@@ -756,15 +764,19 @@ fn rank(
     if k == 0 || stats.is_empty() {
         return Ok((Vec::new(), 0));
     }
+    // Room for a few rejected memories, unless the skips leave none to reject: a
+    // smaller first pass prunes sooner (the k-th score it must beat is higher);
+    // the second pass covers the rest exactly.
+    let wide = match &skip {
+        Some(s) if s.decides() => k,
+        _ => k.saturating_add(k / 4 + 2),
+    };
     let mut skips = |d: u64| -> Result<bool> {
         match skip.as_mut() {
             Some(s) => s.skips(d),
             None => Ok(false),
         }
     };
-    // Room for a few rejected memories: a smaller first pass prunes sooner (the
-    // k-th score it must beat is higher); the second pass covers the rest exactly.
-    let wide = k.saturating_add(k / 4 + 2);
     let (held, mut read) = search(wide, &mut |d| Ok(!skips(d)?))?;
     let mut verdicts: foldhash::HashMap<u64, Option<DocInfo>> = foldhash::HashMap::default();
     let mut verdict = |d: u64| -> Result<bool> {
@@ -1287,12 +1299,68 @@ mod tests {
         }
     }
 
-    /// Skips the multiples of its number.
-    struct Multiples(u64);
+    /// Skips the multiples of its number; says it decides (every memory it
+    /// passes is accepted) when its flag is set.
+    struct Multiples(u64, bool);
 
     impl Skip for Multiples {
         fn skips(&mut self, docno: u64) -> Result<bool> {
             Ok(docno % self.0 == 0)
+        }
+
+        fn decides(&self) -> bool {
+            self.1
+        }
+    }
+
+    /// Skips nothing; says it decides when its flag is set.
+    struct Nothing(bool);
+
+    impl Skip for Nothing {
+        fn skips(&mut self, _: u64) -> Result<bool> {
+            Ok(false)
+        }
+
+        fn decides(&self) -> bool {
+            self.0
+        }
+    }
+
+    /// A first pass whose skips decide keeps no room for rejected memories: it
+    /// asks for `k` alone, so its k-th score rises sooner and it decodes fewer
+    /// postings, for the same result. One memory in a hundred holds "lake"
+    /// twice in a short text and ties the best score; the search stops once it
+    /// holds as many of those as it keeps.
+    #[test]
+    fn a_first_pass_its_skips_decide_keeps_no_margin() {
+        let mem = Memory::builder().postings_tail_docs(0).open_in_memory().expect("test store");
+        let entries: Vec<MemoryEntry> = (0..4000)
+            .map(|i| {
+                let text = if i % 100 == 50 {
+                    "lake lake".to_owned()
+                } else {
+                    format!("lake {}", ["amber birch", "cedar dune ember", "fjord"][i % 3])
+                };
+                MemoryEntry::new(MemoryType::Episodic, text)
+            })
+            .collect();
+        for chunk in entries.chunks(500) {
+            mem.add_batch(chunk.to_vec()).expect("test store");
+        }
+        let r = mem.read().expect("test store");
+        let stats = unit_stats(&r, &["lake"]);
+        for k in [4, 8, 12] {
+            let want = brute_top(&r, &stats, k);
+            let mut results = Vec::new();
+            for decides in [false, true] {
+                let mut skip = Nothing(decides);
+                let (got, read) =
+                    top_k(&r, &stats, k, None, Some(&mut skip), |_, _| true).expect("test store");
+                let got: Vec<(u64, f64)> = got.iter().map(|c| (c.docno, c.bm25)).collect();
+                assert_eq!(got, want, "k {k}, decides {decides}");
+                results.push(read);
+            }
+            assert!(results[1] < results[0], "k {k}: postings decoded {results:?}");
         }
     }
 
@@ -1347,7 +1415,13 @@ mod tests {
                     if modulo == 3 { Some(&mut sorted) } else { None };
                 // Memories the filter rejects may also be skipped before it
                 // (as recall skips superseded ones): the same result.
-                let mut multiples = Multiples(modulo + 1);
+                // With modulo 1 the skip decides, truly; with 2 it says so
+                // but passes memories the filter rejects (a second pass then
+                // finds the rest).
+                let mut multiples = match modulo {
+                    1 => Multiples(modulo + 1, true),
+                    _ => Multiples(2 * (modulo + 1), true),
+                };
                 let skipping = modulo == 1 || modulo == 2;
                 let skip: Option<&mut dyn Skip> =
                     if skipping { Some(&mut multiples) } else { None };
@@ -1358,7 +1432,7 @@ mod tests {
                 })
                 .expect("test store");
                 prop_assert!(
-                    !skipping || asked.iter().all(|d| keep(*d)),
+                    modulo != 1 || asked.iter().all(|d| keep(*d)),
                     "the filter was asked about a skipped memory"
                 );
                 let mut want: Vec<(u64, f64)> =
@@ -1438,7 +1512,7 @@ mod tests {
                 let mut users =
                     crate::read::filters::OwnerMembers::load(&r, &["", "u1"]).expect("test store");
                 // Half the filters also skip what they reject, in both searches.
-                let mut multiples = Multiples(modulo + 1);
+                let mut multiples = Multiples(modulo + 1, modulo == 1);
                 let skip: Option<&mut dyn Skip> =
                     if modulo == 1 || modulo == 2 { Some(&mut multiples) } else { None };
                 let (want, _) = top_k(&r, &stats, k, Some(&mut users), skip, |d, _| {
@@ -1447,7 +1521,7 @@ mod tests {
                 })
                 .expect("test store");
                 let mut asked_listed = Vec::new();
-                let mut multiples = Multiples(modulo + 1);
+                let mut multiples = Multiples(modulo + 1, modulo == 1);
                 let skip: Option<&mut dyn Skip> =
                     if modulo == 1 || modulo == 2 { Some(&mut multiples) } else { None };
                 let (got, _) = top_k_listed(&r, &stats, k, &listed, skip, |d, _| {

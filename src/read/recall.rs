@@ -15,7 +15,7 @@ use super::vector::{self, HybridFusion};
 use crate::error::Result;
 use crate::memory::Memory;
 use crate::model::{MemoryEntry, time};
-use crate::storage::superseded::Hidden;
+use crate::storage::bitmap::Hidden;
 use crate::storage::{DocInfo, Reader};
 use crate::text::{index_terms, is_stop_word, stem, synonyms_of, tokenize_list};
 
@@ -86,10 +86,15 @@ impl Memory {
 }
 
 /// What a recall's text search leaves out before reading records: superseded
-/// memories (unless asked for) and those outside the `domain` filter.
+/// memories (unless asked for), withheld ones (core and archived) and those
+/// outside the `domain` filter.
 struct Skipped<'r> {
     hidden: Option<Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
+    withheld: Option<Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
     domain: Option<filters::DomainMembers>,
+    /// No filter of the query turns away a memory these skips pass
+    /// ([`candidates::Skip::decides`]).
+    decides: bool,
 }
 
 impl candidates::Skip for Skipped<'_> {
@@ -97,11 +102,37 @@ impl candidates::Skip for Skipped<'_> {
         if self.domain.as_ref().is_some_and(|m| !m.contains(docno)) {
             return Ok(true);
         }
-        match &mut self.hidden {
-            Some(h) => h.contains(docno),
-            None => Ok(false),
+        for bits in [&mut self.hidden, &mut self.withheld].into_iter().flatten() {
+            if bits.contains(docno)? {
+                return Ok(true);
+            }
         }
+        Ok(false)
     }
+
+    fn decides(&self) -> bool {
+        self.decides
+    }
+}
+
+/// Whether a recall for `q` can turn away only memories its text search skips
+/// before reading them (superseded, withheld, outside its domain) or never
+/// meets (another user's, when `by_user` searches only the user's memories):
+/// no layer, type, importance or scope filter, and a requester who sees every
+/// visibility (the soul itself). Not for an explained recall, which skips
+/// nothing.
+fn skips_decide(q: &RecallQuery, by_user: Option<&UserSearch>) -> bool {
+    !q.explain
+        && q.layer.is_none()
+        && q.types.is_none()
+        && q.min_importance <= 0
+        && q.requester_id.is_none()
+        && q.scopes.is_none()
+        && match (&q.user_id, by_user) {
+            (None, _) => true,
+            (Some(_), Some(UserSearch::Rows(_) | UserSearch::Beside)) => true,
+            (Some(_), _) => false,
+        }
 }
 
 /// Query terms for the default profile: tokens minus stop-words, stemmed, plus
@@ -363,21 +394,27 @@ impl Memory {
         // Superseded memories and those of other domains, which the filter would
         // turn away, are skipped without reading their records; an explained
         // recall reads them, so that its trace says why each was dropped.
+        let domain = match q.domain.as_deref() {
+            Some(d) if !q.explain => filters::DomainMembers::load(&r, d)?,
+            _ => None,
+        };
         let mut skipped = Skipped {
             hidden: (!q.include_superseded && !q.explain)
                 .then(|| r.superseded().map(Hidden::new))
                 .transpose()?,
-            domain: match q.domain.as_deref() {
-                Some(d) if !q.explain => filters::DomainMembers::load(&r, d)?,
-                _ => None,
-            },
+            withheld: (!q.explain).then(|| r.withheld().map(Hidden::new)).transpose()?,
+            decides: skips_decide(q, by_user.as_ref().map(|(_, s)| s))
+                && (q.domain.is_none() || domain.is_some()),
+            domain,
         };
         let mut text_top_k = |stats: &[candidates::TermStat],
                               k: usize,
                               accept: &mut dyn FnMut(u64, &DocInfo) -> bool|
          -> Result<(Vec<Candidate>, u64)> {
-            let skip = (skipped.hidden.is_some() || skipped.domain.is_some())
-                .then_some(&mut skipped as &mut dyn candidates::Skip);
+            let skip = (skipped.hidden.is_some()
+                || skipped.withheld.is_some()
+                || skipped.domain.is_some())
+            .then_some(&mut skipped as &mut dyn candidates::Skip);
             match listed {
                 Some(l) => candidates::top_k_listed(&r, stats, k, l, skip, accept),
                 None => candidates::top_k(

@@ -122,6 +122,14 @@ impl DocInfo {
     pub fn visibility(&self) -> Visibility {
         Visibility::from_code(self.visibility)
     }
+
+    /// Whether no recall returns the memory, whoever asks and whatever the
+    /// filters: a core memory or an archived one (`read::filters::rejects`).
+    /// Its bit in the [`crate::storage::schema::WITHHELD`] bitmap says the same.
+    #[must_use]
+    pub fn withheld(&self) -> bool {
+        self.kind() == MemoryType::Core || self.archived
+    }
 }
 
 #[cfg(test)]

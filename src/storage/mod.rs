@@ -5,6 +5,7 @@
 //! and removed; reads go through [`Reader`], a consistent snapshot.
 
 mod access_log;
+pub mod bitmap;
 pub mod block_cache;
 pub mod check;
 mod codec;
@@ -21,7 +22,6 @@ mod query;
 mod reader;
 pub mod rebuild;
 pub mod schema;
-pub mod superseded;
 pub mod tail;
 mod writer;
 
@@ -477,6 +477,10 @@ impl Store {
                     if found < 14 {
                         // Schema 14 indexes the active graph edges by identity.
                         rebuild::upgrade_to_14(&db)?;
+                    }
+                    if found < 15 {
+                        // Schema 15 adds the withheld-memories bitmap.
+                        rebuild::upgrade_to_15(&db)?;
                     }
                 }
                 profile

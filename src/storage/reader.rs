@@ -42,6 +42,7 @@ pub struct Reader {
     rowless: OnceLock<ReadOnlyTable<Str, ()>>,
     posting_tail: OnceLock<ReadOnlyTable<u64, Bytes>>,
     superseded: OnceLock<ReadOnlyTable<u64, Bytes>>,
+    withheld: OnceLock<ReadOnlyTable<u64, Bytes>>,
     importance: OnceLock<ReadOnlyTable<ImportanceKey, ()>>,
     layer_order: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     context: OnceLock<ReadOnlyTable<u64, Str>>,
@@ -108,6 +109,7 @@ impl Reader {
             rowless: OnceLock::new(),
             posting_tail: OnceLock::new(),
             superseded: OnceLock::new(),
+            withheld: OnceLock::new(),
             importance: OnceLock::new(),
             layer_order: OnceLock::new(),
             context: OnceLock::new(),
@@ -230,9 +232,14 @@ impl Reader {
         self.lazy(&self.posting_tail, POSTING_TAIL)
     }
 
-    /// The superseded-memories bitmap (`storage::superseded`).
+    /// The superseded-memories bitmap (`storage::bitmap`).
     pub(crate) fn superseded(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
         self.lazy(&self.superseded, SUPERSEDED)
+    }
+
+    /// The withheld-memories bitmap (core and archived; `storage::bitmap`).
+    pub(crate) fn withheld(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
+        self.lazy(&self.withheld, WITHHELD)
     }
 
     /// The importance index.

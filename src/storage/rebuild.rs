@@ -51,6 +51,7 @@ fn delete_index_tables(txn: &WriteTransaction) -> Result<()> {
     txn.delete_table(LAYER_ORDER)?;
     txn.delete_table(POSTING_TAIL)?;
     txn.delete_table(SUPERSEDED)?;
+    txn.delete_table(WITHHELD)?;
     txn.open_table(META)?.remove(meta_keys::TAIL_VERSION)?;
     Ok(())
 }
@@ -485,27 +486,39 @@ fn add_tag_postings(
 }
 
 /// Upgrades a schema-8 store to schema 9: the superseded-memories bitmap
-/// ([`super::superseded`]) is written from the `docs` records' flags. One
+/// ([`super::bitmap`]) is written from the `docs` records' flags. One
 /// transaction; nothing else changes.
 ///
 /// # Errors
 /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
 pub(crate) fn upgrade_to_9(db: &redb::Database) -> Result<()> {
+    mark_from_records(db, SUPERSEDED, |info| info.superseded, 9)
+}
+
+/// Sets the bit in `bitmap` ([`super::bitmap`]) of every memory whose `docs`
+/// record `marked` says, and sets the schema version to `schema`. One
+/// transaction; nothing else changes.
+fn mark_from_records(
+    db: &redb::Database,
+    bitmap: redb::TableDefinition<'_, u64, &'static [u8]>,
+    marked: impl Fn(&super::DocInfo) -> bool,
+    schema: u32,
+) -> Result<()> {
     let txn = db.begin_write()?;
     {
         let docs = txn.open_table(DOCS)?;
-        let mut table = txn.open_table(SUPERSEDED)?;
-        let mut marks = super::superseded::Marks::default();
+        let mut table = txn.open_table(bitmap)?;
+        let mut marks = super::bitmap::Marks::default();
         for row in docs.range::<u64>(..)? {
             let (k, v) = row?;
             let info: super::DocInfo = decode(v.value(), "docinfo")?;
-            if info.superseded {
+            if marked(&info) {
                 marks.set(&table, k.value(), true)?;
             }
         }
         marks.write(&mut table)?;
     }
-    txn.open_table(META)?.insert(meta_keys::SCHEMA, 9u32.to_le_bytes().as_slice())?;
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, schema.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
 }
@@ -624,6 +637,16 @@ pub(crate) fn upgrade_to_14(db: &redb::Database) -> Result<()> {
     txn.open_table(META)?.insert(meta_keys::SCHEMA, 14u32.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
+}
+
+/// Upgrades a schema-14 store to schema 15: the withheld-memories bitmap
+/// ([`super::bitmap`]: core memories and archived episodes) is written from the
+/// `docs` records. One transaction; nothing else changes.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
+pub(crate) fn upgrade_to_15(db: &redb::Database) -> Result<()> {
+    mark_from_records(db, WITHHELD, super::DocInfo::withheld, 15)
 }
 
 /// Rewrites the graph's indexes (adjacency and active edges by identity) from

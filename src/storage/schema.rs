@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 14;
+pub const SCHEMA_VERSION: u32 = 15;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -107,9 +107,14 @@ pub const USER_TERMS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new
 pub const ROWLESS: TableDefinition<&str, ()> = TableDefinition::new("rowless_owners");
 
 /// `docno / 32768 → bitmap` of the superseded memories (schema 9): one bit per
-/// docno, a row only where one is set (`storage::superseded`). Recall skips them
+/// docno, a row only where one is set (`storage::bitmap`). Recall skips them
 /// on their bit instead of reading their `docs` records.
 pub const SUPERSEDED: TableDefinition<u64, &[u8]> = TableDefinition::new("superseded");
+
+/// `docno / 32768 → bitmap` of the withheld memories (schema 15): core memories
+/// and archived episodes, which no recall returns ([`crate::storage::DocInfo::withheld`]),
+/// laid out as [`SUPERSEDED`]. Recall skips them on their bit.
+pub const WITHHELD: TableDefinition<u64, &[u8]> = TableDefinition::new("withheld");
 
 /// `(layer, importance, created_at µs, docno) → ()`: eviction order.
 pub const IMPORTANCE: TableDefinition<(&str, u8, i64, u64), ()> =

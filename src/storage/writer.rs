@@ -45,7 +45,10 @@ pub struct Writer<'t> {
     /// The superseded-memories bitmap, and this transaction's changes to it
     /// (written by [`Writer::flush`]).
     superseded: Table<'t, u64, Bytes>,
-    marks: super::superseded::Marks,
+    marks: super::bitmap::Marks,
+    /// The withheld-memories bitmap (core and archived), and its changes.
+    withheld: Table<'t, u64, Bytes>,
+    withheld_marks: super::bitmap::Marks,
     /// The first docno this transaction gives out: buffered postings of memories
     /// from here on are new and may go to the tail.
     first_new: u64,
@@ -305,7 +308,9 @@ impl<'t> Writer<'t> {
             embeddings: txn.open_table(EMBEDDINGS)?,
             tail: txn.open_table(POSTING_TAIL)?,
             superseded: txn.open_table(SUPERSEDED)?,
-            marks: super::superseded::Marks::default(),
+            marks: super::bitmap::Marks::default(),
+            withheld: txn.open_table(WITHHELD)?,
+            withheld_marks: super::bitmap::Marks::default(),
             first_new: stats.next_docno,
             tail_writes: tail::TailWrites::default(),
             tail_done: (0, tail::TailChange::Unchanged),
@@ -368,6 +373,7 @@ impl<'t> Writer<'t> {
     /// statistics. Called before commit.
     pub(crate) fn flush(&mut self) -> Result<()> {
         self.marks.write(&mut self.superseded)?;
+        self.withheld_marks.write(&mut self.withheld)?;
         if !self.pending.is_empty() {
             // Memories numbered in this transaction (an upper bound of those with
             // buffered postings).
@@ -896,6 +902,7 @@ impl<'t> Writer<'t> {
         }
         self.docs.remove(docno)?;
         self.marks.set(&self.superseded, docno, false)?;
+        self.withheld_marks.set(&self.withheld, docno, false)?;
         self.doc_cache.get_mut().remove(&docno);
         if !same.postings {
             for (tok, _) in &keys.tokens {
@@ -1049,10 +1056,11 @@ impl<'t> Writer<'t> {
     }
 
     /// Writes the [`DocInfo`] of `docno`, keeping the transaction's copy current.
-    /// Its bit in the superseded bitmap follows the record's flag.
+    /// Its bits in the superseded and withheld bitmaps follow the record.
     fn put_info(&mut self, docno: u64, info: DocInfo) -> Result<()> {
         self.docs.insert(docno, encode(&info)?.as_slice())?;
         self.marks.set(&self.superseded, docno, info.superseded)?;
+        self.withheld_marks.set(&self.withheld, docno, info.withheld())?;
         self.doc_cache.get_mut().insert(docno, info);
         Ok(())
     }

@@ -223,15 +223,22 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     let expected = std::mem::take(&mut exp.postings).sort();
     let mut at = |n: u64| progress(entries + rows + n);
     rows += postings::compare(r, expected, &doc_len, &mut at, p)?;
-    // The superseded bitmap: one bit per superseded memory, and no other.
-    let want_sup: BTreeSet<u64> =
-        exp.docs.iter().filter(|(_, i)| i.superseded).map(|(d, _)| *d).collect();
-    let mut sup = SortedDiff::set("superseded", keyed(want_sup));
-    for docno in super::superseded::all(r.superseded()?)? {
-        sup.got(docno, (), p);
+    // The bitmaps: one bit per superseded memory, and no other; one per
+    // withheld (core or archived) memory, and no other.
+    let superseded: fn(&DocInfo) -> bool = |i| i.superseded;
+    for (name, table, marked) in [
+        ("superseded", r.superseded()?, superseded),
+        ("withheld", r.withheld()?, DocInfo::withheld),
+    ] {
+        let want: BTreeSet<u64> =
+            exp.docs.iter().filter(|(_, i)| marked(i)).map(|(d, _)| *d).collect();
+        let mut diff = SortedDiff::set(name, keyed(want));
+        for docno in super::bitmap::all(table)? {
+            diff.got(docno, (), p);
+        }
+        diff.finish(p);
+        rows += redb::ReadableTableMetadata::len(table)?;
     }
-    sup.finish(p);
-    rows += redb::ReadableTableMetadata::len(r.superseded()?)?;
     let mut docs = SortedDiff::map("docs", std::mem::take(&mut exp.docs));
     for row in r.docs.range::<u64>(..)? {
         let (k, v) = row?;

@@ -1,19 +1,25 @@
-//! Which memories are superseded, as a bitmap over docnos ([`SUPERSEDED`]).
+//! Memories marked by one bit per docno: the superseded ones ([`SUPERSEDED`])
+//! and the withheld ones ([`WITHHELD`]: core memories and archived episodes,
+//! which no recall returns).
 //!
 //! Recall leaves superseded memories out unless asked for them, and they stay in
 //! the postings (an old fact keeps its text). A user who restates a fact over
 //! and over leaves thousands of superseded copies that score as well as the
 //! current one: without the bitmap each of them cost a read of its `docs`
 //! record before the filter turned it away. With it, candidate generation skips
-//! them on one bit, before reading anything ([`Hidden`]).
+//! them on one bit, before reading anything ([`Hidden`]). Archived episodes
+//! (a store's old conversations, after `archive_old_memories`) and core
+//! memories are skipped the same way on theirs, and a recall that no other
+//! filter or visibility rule can narrow then knows that every memory its
+//! search keeps is one it returns (`read::candidates`).
 //!
 //! One row per [`CHUNK_DOCS`] docnos (a 4 KiB value), only for chunks holding a
-//! superseded memory. The writer keeps the bit equal to the memory's record's
-//! `superseded` flag: it is set and cleared wherever a record is written or
-//! removed, so every write path agrees by construction (`storage::check`
-//! verifies it).
+//! marked memory. The writer keeps each bit equal to what the memory's record
+//! says: it is set and cleared wherever a record is written or removed, so
+//! every write path agrees by construction (`storage::check` verifies both).
 //!
 //! [`SUPERSEDED`]: super::schema::SUPERSEDED
+//! [`WITHHELD`]: super::schema::WITHHELD
 
 use std::collections::HashMap;
 
@@ -36,7 +42,7 @@ fn place(docno: u64) -> (u64, usize, u8) {
 fn row(value: &[u8]) -> Result<Box<[u8]>> {
     if value.len() != CHUNK_BYTES {
         return Err(Error::Corrupted(format!(
-            "a superseded-bitmap row holds {} bytes, not {CHUNK_BYTES}",
+            "a bitmap row holds {} bytes, not {CHUNK_BYTES}",
             value.len()
         )));
     }
@@ -64,7 +70,7 @@ pub fn all(table: &impl ReadableTable<u64, &'static [u8]>) -> Result<Vec<u64>> {
     Ok(out)
 }
 
-/// The superseded memories one query leaves out, read from a snapshot's bitmap a
+/// The marked memories one query leaves out, read from a snapshot's bitmap a
 /// row at a time as the search reaches it.
 pub struct Hidden<'r, T: ReadableTable<u64, &'static [u8]>> {
     table: &'r T,
@@ -77,12 +83,13 @@ pub struct Hidden<'r, T: ReadableTable<u64, &'static [u8]>> {
 }
 
 impl<'r, T: ReadableTable<u64, &'static [u8]>> Hidden<'r, T> {
-    /// Over `table` (a snapshot's [`super::schema::SUPERSEDED`]).
+    /// Over `table` (a snapshot's [`super::schema::SUPERSEDED`] or
+    /// [`super::schema::WITHHELD`]).
     pub fn new(table: &'r T) -> Self {
         Self { table, rows: foldhash::HashMap::default(), last: None }
     }
 
-    /// Whether the memory `docno` is superseded.
+    /// Whether the memory `docno` is marked.
     ///
     /// # Errors
     /// Storage errors; [`Error::Corrupted`] on a row of the wrong size.
