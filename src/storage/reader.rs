@@ -25,6 +25,14 @@ type FactKey = (Str, Str, Str, u64);
 /// An importance row: (layer, importance, created µs, docno).
 type ImportanceKey = (Str, u8, i64, u64);
 
+/// The entry tables a snapshot has opened, by name, and the name of the last one
+/// asked for (built in place, so that finding an open table allocates nothing).
+#[derive(Default)]
+struct EntryTables {
+    name: String,
+    open: foldhash::HashMap<String, ReadOnlyTable<u64, Bytes>>,
+}
+
 /// A read snapshot: sees exactly the transactions committed before it began.
 pub struct Reader {
     profile: Profile,
@@ -48,7 +56,7 @@ pub struct Reader {
     context: OnceLock<ReadOnlyTable<u64, Str>>,
     /// Stored vectors; `None` in a store written before the table existed.
     embeddings: OnceLock<Option<ReadOnlyTable<u64, Bytes>>>,
-    entry_tables: Mutex<foldhash::HashMap<String, ReadOnlyTable<u64, Bytes>>>,
+    entry_tables: Mutex<EntryTables>,
     /// The graph's adjacency table (recall asks it about every word window of
     /// its query).
     graph_adj: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
@@ -114,7 +122,7 @@ impl Reader {
             layer_order: OnceLock::new(),
             context: OnceLock::new(),
             embeddings: OnceLock::new(),
-            entry_tables: Mutex::new(foldhash::HashMap::default()),
+            entry_tables: Mutex::new(EntryTables::default()),
             graph_adj: OnceLock::new(),
             stats,
             tail,
@@ -340,20 +348,21 @@ impl Reader {
     /// The entry row at `docno` of table `(layer, domain)` as stored: its access
     /// fields are those it was last written with.
     fn stored_entry(&self, layer: &str, domain: &str, docno: u64) -> Result<Option<MemoryEntry>> {
-        let name = schema::entry_table_name(layer, domain)?;
         let mut tables = self.entry_tables.lock();
-        if !tables.contains_key(&name) {
-            match self.txn.open_table(schema::entry_table(&name)) {
-                Ok(t) => {
-                    tables.insert(name.clone(), t);
-                }
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-                Err(e) => return Err(e.into()),
-            }
+        let EntryTables { name, open } = &mut *tables;
+        name.clear();
+        for part in [ENTRY_TABLE_PREFIX, layer, ":", domain] {
+            name.push_str(part);
         }
-        match tables.get(&name) {
-            Some(t) => query::entry(t, docno),
-            None => Ok(None),
+        if let Some(t) = open.get(name.as_str()) {
+            return query::entry(t, docno);
+        }
+        // Not opened yet: the names are checked once, before the first open.
+        schema::entry_table_name(layer, domain)?;
+        match self.txn.open_table(schema::entry_table(name)) {
+            Ok(t) => query::entry(open.entry(name.clone()).or_insert(t), docno),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
