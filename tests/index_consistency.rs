@@ -326,8 +326,9 @@ fn strip_postings(txn: &redb::WriteTransaction, prefix: &str) {
 }
 
 /// Writes a store of `TEXTS` (with one superseded fact, one memory of another
-/// domain, an archived and a core memory, and a knowledge graph) as an older
-/// schema laid it out: up to schema 14 no bitmap of withheld memories, up to
+/// domain, an archived, a core and a private memory, and a knowledge graph) as
+/// an older schema laid it out: up to schema 14 no bitmaps of withheld and
+/// restricted memories, up to
 /// schema 13 no index of the active graph edges, up to schema 12 each fact token's
 /// count of facts in `fact_terms`, schema 10 had no rowless owners' table,
 /// schema 9 no domain terms in the postings, schema 8 no superseded bitmap
@@ -355,6 +356,10 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
         archived.archived = true;
         mem.add(archived).expect("add");
         mem.add(MemoryEntry::new(MemoryType::Core, "The user lives in Berlin")).expect("add");
+        // A private memory (the restricted bitmap is schema 15's too).
+        let mut private = MemoryEntry::new(MemoryType::Episodic, "The user lives in Quito");
+        private.visibility = soulmem::Visibility::Private;
+        mem.add(private).expect("add");
         // A knowledge graph (its edges' identity index is schema 14's).
         let opts = soulmem::write::observe::ObserveOptions::default();
         mem.observe_pair("I use Python and Docker at work every day", "Nice.", &opts)
@@ -366,8 +371,10 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
     if version < 15 {
-        let withheld: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("withheld");
-        assert!(txn.delete_table(withheld).expect("drop withheld"));
+        for name in ["withheld", "restricted"] {
+            let bitmap: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new(name);
+            assert!(txn.delete_table(bitmap).expect("drop bitmap"), "{name}");
+        }
     }
     if version < 14 {
         let active: redb::TableDefinition<(&str, &str, &str, u64), ()> =
@@ -454,8 +461,8 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
 /// (which `check` verifies against the records, and recall skips on), the
 /// rowless owners' table (empty: no owner here is past the cap), and the active
 /// graph edges by identity (which `check` verifies against the edges, and an
-/// observe restating a relationship finds), and the withheld bitmap (which
-/// `check` verifies against the records, and recall skips on).
+/// observe restating a relationship finds), and the withheld and restricted
+/// bitmaps (which `check` verifies against the records, and recall skips on).
 #[test]
 fn older_schemas_are_upgraded_on_open() {
     for version in 3u32..=14 {
@@ -480,6 +487,13 @@ fn older_schemas_are_upgraded_on_open() {
             for gone in ["Lisbon", "Rome", "Berlin"] {
                 assert!(!hits.memories.iter().any(|m| m.content.contains(gone)), "{hits:?}");
             }
+            // The private memory: the soul itself sees it, a stranger does not.
+            assert!(hits.memories.iter().any(|m| m.content.contains("Quito")), "{hits:?}");
+            let mut q = soulmem::RecallQuery::new("where does the user live");
+            q.requester_id = Some("stranger".into());
+            let hits = mem.recall(&q).expect("recall");
+            assert!(hits.memories.iter().any(|m| m.content.contains("Paris")), "{hits:?}");
+            assert!(!hits.memories.iter().any(|m| m.content.contains("Quito")), "{hits:?}");
             let mut q = soulmem::RecallQuery::new("where does the user live");
             q.domain = Some("travel".into());
             let hits = mem.recall(&q).expect("recall");

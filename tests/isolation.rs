@@ -11,7 +11,11 @@
 use std::collections::HashMap;
 
 use soulmem::storage::faulty::Rng;
-use soulmem::{Memory, MemoryEntry, MemoryType, Profile, RecallQuery, Settings, Visibility};
+use std::sync::Arc;
+
+use soulmem::{
+    FixedClock, Memory, MemoryEntry, MemoryType, Profile, RecallQuery, Settings, Visibility,
+};
 
 const WORDS: &[&str] = &[
     "paris", "rust", "coffee", "tea", "project", "deadline", "garden", "python", "meeting",
@@ -62,12 +66,25 @@ fn random_entry(rng: &mut Rng, n: u64) -> MemoryEntry {
 }
 
 fn build(profile: Profile, n: u64, seed: u64) -> (Memory, HashMap<String, MemoryEntry>) {
+    build_with(profile, n, seed, None)
+}
+
+/// [`build`], on `clock` when given.
+fn build_with(
+    profile: Profile,
+    n: u64,
+    seed: u64,
+    clock: Option<Arc<FixedClock>>,
+) -> (Memory, HashMap<String, MemoryEntry>) {
     let mut settings = Settings::for_profile(profile);
     settings.durable = false;
     settings.episodic_max_entries = None;
     settings.semantic_max_facts = None;
-    let mem =
-        Memory::builder().profile(profile).settings(settings).open_in_memory().expect("memory");
+    let mut builder = Memory::builder().profile(profile).settings(settings);
+    if let Some(c) = clock {
+        builder = builder.clock(c);
+    }
+    let mem = builder.open_in_memory().expect("memory");
     let mut rng = Rng::new(seed);
     let mut all = HashMap::new();
     let mut k = 0;
@@ -230,6 +247,39 @@ fn default_profile_never_leaks() {
 #[test]
 fn reference_profile_never_leaks() {
     run(Profile::Reference, 2_000, 60, seed() + 1);
+}
+
+/// The default profile's recall skips superseded, withheld (core, archived)
+/// and restricted memories and other domains' on their bits before reading
+/// their records, and its first pass keeps no margin where the skips decide;
+/// an explained recall skips nothing and filters every record it meets. Two
+/// twin stores, one asked plainly and the other with explanations, return
+/// the same memories in the same order for every kind of query (and record
+/// the same accesses, so they stay twins).
+#[test]
+fn skipping_on_bits_never_changes_what_recall_returns() {
+    let seed = seed() + 11;
+    let at = soulmem::model::time::parse_timestamp("2025-03-01T12:00:00").expect("time");
+    let (plain, _) = build_with(Profile::Default, 2_000, seed, Some(Arc::new(FixedClock::new(at))));
+    let (explained, _) =
+        build_with(Profile::Default, 2_000, seed, Some(Arc::new(FixedClock::new(at))));
+    let mut rng = Rng::new(seed ^ 0xbeef);
+    let mut returned = 0;
+    for i in 0..300 {
+        let mut q = random_query(&mut rng, false);
+        if i % 2 == 0 {
+            // Half the queries with no filter that reads records.
+            (q.layer, q.types, q.scopes, q.min_importance) = (None, None, None, 0);
+        }
+        let contents = |m: &Memory, q: &RecallQuery| -> Vec<String> {
+            m.recall(q).expect("recall").memories.into_iter().map(|e| e.content).collect()
+        };
+        let want = contents(&plain, &q);
+        q.explain = true;
+        assert_eq!(contents(&explained, &q), want, "query {i}: {q:?}");
+        returned += want.len();
+    }
+    assert!(returned > 300, "queries returned too little to be meaningful: {returned}");
 }
 
 #[test]

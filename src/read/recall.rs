@@ -86,11 +86,13 @@ impl Memory {
 }
 
 /// What a recall's text search leaves out before reading records: superseded
-/// memories (unless asked for), withheld ones (core and archived) and those
+/// memories (unless asked for), withheld ones (core and archived), restricted
+/// ones (not public) when the requester may see none of them, and those
 /// outside the `domain` filter.
 struct Skipped<'r> {
     hidden: Option<Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
     withheld: Option<Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
+    restricted: Option<Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
     domain: Option<filters::DomainMembers>,
     /// No filter of the query turns away a memory these skips pass
     /// ([`candidates::Skip::decides`]).
@@ -102,7 +104,9 @@ impl candidates::Skip for Skipped<'_> {
         if self.domain.as_ref().is_some_and(|m| !m.contains(docno)) {
             return Ok(true);
         }
-        for bits in [&mut self.hidden, &mut self.withheld].into_iter().flatten() {
+        for bits in
+            [&mut self.hidden, &mut self.withheld, &mut self.restricted].into_iter().flatten()
+        {
             if bits.contains(docno)? {
                 return Ok(true);
             }
@@ -116,17 +120,18 @@ impl candidates::Skip for Skipped<'_> {
 }
 
 /// Whether a recall for `q` can turn away only memories its text search skips
-/// before reading them (superseded, withheld, outside its domain) or never
-/// meets (another user's, when `by_user` searches only the user's memories):
-/// no layer, type, importance or scope filter, and a requester who sees every
-/// visibility (the soul itself). Not for an explained recall, which skips
+/// before reading them (superseded, withheld, restricted ones when
+/// `restricted_skipped`, outside its domain) or never meets (another user's,
+/// when `by_user` searches only the user's memories): no layer, type,
+/// importance or scope filter, and a requester who sees every visibility (the
+/// soul itself) or none but public. Not for an explained recall, which skips
 /// nothing.
-fn skips_decide(q: &RecallQuery, by_user: Option<&UserSearch>) -> bool {
+fn skips_decide(q: &RecallQuery, by_user: Option<&UserSearch>, restricted_skipped: bool) -> bool {
     !q.explain
         && q.layer.is_none()
         && q.types.is_none()
         && q.min_importance <= 0
-        && q.requester_id.is_none()
+        && (q.requester_id.is_none() || restricted_skipped)
         && q.scopes.is_none()
         && match (&q.user_id, by_user) {
             (None, _) => true,
@@ -391,19 +396,33 @@ impl Memory {
             }
             _ => None,
         };
-        // Superseded memories and those of other domains, which the filter would
-        // turn away, are skipped without reading their records; an explained
-        // recall reads them, so that its trace says why each was dropped.
+        // Superseded, withheld and (for a requester who may see none of them)
+        // restricted memories, and those of other domains, which the filter
+        // would turn away, are skipped without reading their records; an
+        // explained recall reads them, so that its trace says why each was
+        // dropped.
         let domain = match q.domain.as_deref() {
             Some(d) if !q.explain => filters::DomainMembers::load(&r, d)?,
             _ => None,
         };
+        // A requester who may see no bonded memory sees no private one either:
+        // every restricted memory is turned away.
+        let none_restricted = q.requester_id.is_some()
+            && !filters::visible_to(
+                crate::model::Visibility::Bonded,
+                q.requester_id.as_deref(),
+                q.bond_strength,
+                threshold,
+            );
         let mut skipped = Skipped {
             hidden: (!q.include_superseded && !q.explain)
                 .then(|| r.superseded().map(Hidden::new))
                 .transpose()?,
             withheld: (!q.explain).then(|| r.withheld().map(Hidden::new)).transpose()?,
-            decides: skips_decide(q, by_user.as_ref().map(|(_, s)| s))
+            restricted: (none_restricted && !q.explain)
+                .then(|| r.restricted().map(Hidden::new))
+                .transpose()?,
+            decides: skips_decide(q, by_user.as_ref().map(|(_, s)| s), none_restricted)
                 && (q.domain.is_none() || domain.is_some()),
             domain,
         };
@@ -413,6 +432,7 @@ impl Memory {
          -> Result<(Vec<Candidate>, u64)> {
             let skip = (skipped.hidden.is_some()
                 || skipped.withheld.is_some()
+                || skipped.restricted.is_some()
                 || skipped.domain.is_some())
             .then_some(&mut skipped as &mut dyn candidates::Skip);
             match listed {

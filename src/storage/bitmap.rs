@@ -1,6 +1,7 @@
-//! Memories marked by one bit per docno: the superseded ones ([`SUPERSEDED`])
-//! and the withheld ones ([`WITHHELD`]: core memories and archived episodes,
-//! which no recall returns).
+//! Memories marked by one bit per docno: the superseded ones ([`SUPERSEDED`]),
+//! the withheld ones ([`WITHHELD`]: core memories and archived episodes,
+//! which no recall returns) and the restricted ones ([`RESTRICTED`]: bonded
+//! and private, which only some requesters see).
 //!
 //! Recall leaves superseded memories out unless asked for them, and they stay in
 //! the postings (an old fact keeps its text). A user who restates a fact over
@@ -9,9 +10,10 @@
 //! record before the filter turned it away. With it, candidate generation skips
 //! them on one bit, before reading anything ([`Hidden`]). Archived episodes
 //! (a store's old conversations, after `archive_old_memories`) and core
-//! memories are skipped the same way on theirs, and a recall that no other
-//! filter or visibility rule can narrow then knows that every memory its
-//! search keeps is one it returns (`read::candidates`).
+//! memories are skipped the same way on theirs, restricted ones on theirs when
+//! the requester may see none of them, and a recall that no other filter can
+//! narrow then knows that every memory its search keeps is one it returns
+//! (`read::candidates`).
 //!
 //! One row per [`CHUNK_DOCS`] docnos (a 4 KiB value), only for chunks holding a
 //! marked memory. The writer keeps each bit equal to what the memory's record
@@ -20,6 +22,7 @@
 //!
 //! [`SUPERSEDED`]: super::schema::SUPERSEDED
 //! [`WITHHELD`]: super::schema::WITHHELD
+//! [`RESTRICTED`]: super::schema::RESTRICTED
 
 use std::collections::HashMap;
 
@@ -83,8 +86,8 @@ pub struct Hidden<'r, T: ReadableTable<u64, &'static [u8]>> {
 }
 
 impl<'r, T: ReadableTable<u64, &'static [u8]>> Hidden<'r, T> {
-    /// Over `table` (a snapshot's [`super::schema::SUPERSEDED`] or
-    /// [`super::schema::WITHHELD`]).
+    /// Over `table` (a snapshot's [`super::schema::SUPERSEDED`],
+    /// [`super::schema::WITHHELD`] or [`super::schema::RESTRICTED`]).
     pub fn new(table: &'r T) -> Self {
         Self { table, rows: foldhash::HashMap::default(), last: None }
     }

@@ -130,6 +130,14 @@ impl DocInfo {
     pub fn withheld(&self) -> bool {
         self.kind() == MemoryType::Core || self.archived
     }
+
+    /// Whether the memory is not public (bonded or private): some requesters
+    /// may not see it (`read::filters::visible_to`). Its bit in the
+    /// [`crate::storage::schema::RESTRICTED`] bitmap says the same.
+    #[must_use]
+    pub fn restricted(&self) -> bool {
+        self.visibility() != Visibility::Public
+    }
 }
 
 #[cfg(test)]

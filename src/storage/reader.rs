@@ -51,6 +51,7 @@ pub struct Reader {
     posting_tail: OnceLock<ReadOnlyTable<u64, Bytes>>,
     superseded: OnceLock<ReadOnlyTable<u64, Bytes>>,
     withheld: OnceLock<ReadOnlyTable<u64, Bytes>>,
+    restricted: OnceLock<ReadOnlyTable<u64, Bytes>>,
     importance: OnceLock<ReadOnlyTable<ImportanceKey, ()>>,
     layer_order: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     context: OnceLock<ReadOnlyTable<u64, Str>>,
@@ -118,6 +119,7 @@ impl Reader {
             posting_tail: OnceLock::new(),
             superseded: OnceLock::new(),
             withheld: OnceLock::new(),
+            restricted: OnceLock::new(),
             importance: OnceLock::new(),
             layer_order: OnceLock::new(),
             context: OnceLock::new(),
@@ -248,6 +250,11 @@ impl Reader {
     /// The withheld-memories bitmap (core and archived; `storage::bitmap`).
     pub(crate) fn withheld(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
         self.lazy(&self.withheld, WITHHELD)
+    }
+
+    /// The restricted-memories bitmap (not public; `storage::bitmap`).
+    pub(crate) fn restricted(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
+        self.lazy(&self.restricted, RESTRICTED)
     }
 
     /// The importance index.

@@ -52,6 +52,7 @@ fn delete_index_tables(txn: &WriteTransaction) -> Result<()> {
     txn.delete_table(POSTING_TAIL)?;
     txn.delete_table(SUPERSEDED)?;
     txn.delete_table(WITHHELD)?;
+    txn.delete_table(RESTRICTED)?;
     txn.open_table(META)?.remove(meta_keys::TAIL_VERSION)?;
     Ok(())
 }
@@ -492,31 +493,35 @@ fn add_tag_postings(
 /// # Errors
 /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
 pub(crate) fn upgrade_to_9(db: &redb::Database) -> Result<()> {
-    mark_from_records(db, SUPERSEDED, |info| info.superseded, 9)
+    mark_from_records(db, &[(SUPERSEDED, |info| info.superseded)], 9)
 }
 
-/// Sets the bit in `bitmap` ([`super::bitmap`]) of every memory whose `docs`
-/// record `marked` says, and sets the schema version to `schema`. One
-/// transaction; nothing else changes.
-fn mark_from_records(
-    db: &redb::Database,
-    bitmap: redb::TableDefinition<'_, u64, &'static [u8]>,
-    marked: impl Fn(&super::DocInfo) -> bool,
-    schema: u32,
-) -> Result<()> {
+/// A bitmap ([`super::bitmap`]) and which memories' records set its bits.
+type Marked = (redb::TableDefinition<'static, u64, &'static [u8]>, fn(&super::DocInfo) -> bool);
+
+/// Sets the bit in each of `bitmaps` of every memory whose `docs` record says
+/// so, and sets the schema version to `schema`. One transaction; nothing else
+/// changes.
+fn mark_from_records(db: &redb::Database, bitmaps: &[Marked], schema: u32) -> Result<()> {
     let txn = db.begin_write()?;
     {
         let docs = txn.open_table(DOCS)?;
-        let mut table = txn.open_table(bitmap)?;
-        let mut marks = super::bitmap::Marks::default();
+        let mut tables = Vec::new();
+        for (def, _) in bitmaps {
+            tables.push((txn.open_table(*def)?, super::bitmap::Marks::default()));
+        }
         for row in docs.range::<u64>(..)? {
             let (k, v) = row?;
             let info: super::DocInfo = decode(v.value(), "docinfo")?;
-            if marked(&info) {
-                marks.set(&table, k.value(), true)?;
+            for ((table, marks), (_, marked)) in tables.iter_mut().zip(bitmaps) {
+                if marked(&info) {
+                    marks.set(table, k.value(), true)?;
+                }
             }
         }
-        marks.write(&mut table)?;
+        for (table, marks) in &mut tables {
+            marks.write(table)?;
+        }
     }
     txn.open_table(META)?.insert(meta_keys::SCHEMA, schema.to_le_bytes().as_slice())?;
     txn.commit()?;
@@ -639,14 +644,19 @@ pub(crate) fn upgrade_to_14(db: &redb::Database) -> Result<()> {
     Ok(())
 }
 
-/// Upgrades a schema-14 store to schema 15: the withheld-memories bitmap
-/// ([`super::bitmap`]: core memories and archived episodes) is written from the
-/// `docs` records. One transaction; nothing else changes.
+/// Upgrades a schema-14 store to schema 15: the bitmaps of withheld memories
+/// (core memories and archived episodes) and of restricted ones (not public)
+/// ([`super::bitmap`]) are written from the `docs` records. One transaction;
+/// nothing else changes.
 ///
 /// # Errors
 /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
 pub(crate) fn upgrade_to_15(db: &redb::Database) -> Result<()> {
-    mark_from_records(db, WITHHELD, super::DocInfo::withheld, 15)
+    mark_from_records(
+        db,
+        &[(WITHHELD, super::DocInfo::withheld), (RESTRICTED, super::DocInfo::restricted)],
+        15,
+    )
 }
 
 /// Rewrites the graph's indexes (adjacency and active edges by identity) from

@@ -116,6 +116,12 @@ pub const SUPERSEDED: TableDefinition<u64, &[u8]> = TableDefinition::new("supers
 /// laid out as [`SUPERSEDED`]. Recall skips them on their bit.
 pub const WITHHELD: TableDefinition<u64, &[u8]> = TableDefinition::new("withheld");
 
+/// `docno / 32768 → bitmap` of the restricted memories (schema 15): those not
+/// public (bonded or private, [`crate::storage::DocInfo::restricted`]), laid
+/// out as [`SUPERSEDED`]. A recall by a requester who may see none of them
+/// skips them on their bit.
+pub const RESTRICTED: TableDefinition<u64, &[u8]> = TableDefinition::new("restricted");
+
 /// `(layer, importance, created_at µs, docno) → ()`: eviction order.
 pub const IMPORTANCE: TableDefinition<(&str, u8, i64, u64), ()> =
     TableDefinition::new("importance");

@@ -49,6 +49,9 @@ pub struct Writer<'t> {
     /// The withheld-memories bitmap (core and archived), and its changes.
     withheld: Table<'t, u64, Bytes>,
     withheld_marks: super::bitmap::Marks,
+    /// The restricted-memories bitmap (not public), and its changes.
+    restricted: Table<'t, u64, Bytes>,
+    restricted_marks: super::bitmap::Marks,
     /// The first docno this transaction gives out: buffered postings of memories
     /// from here on are new and may go to the tail.
     first_new: u64,
@@ -311,6 +314,8 @@ impl<'t> Writer<'t> {
             marks: super::bitmap::Marks::default(),
             withheld: txn.open_table(WITHHELD)?,
             withheld_marks: super::bitmap::Marks::default(),
+            restricted: txn.open_table(RESTRICTED)?,
+            restricted_marks: super::bitmap::Marks::default(),
             first_new: stats.next_docno,
             tail_writes: tail::TailWrites::default(),
             tail_done: (0, tail::TailChange::Unchanged),
@@ -374,6 +379,7 @@ impl<'t> Writer<'t> {
     pub(crate) fn flush(&mut self) -> Result<()> {
         self.marks.write(&mut self.superseded)?;
         self.withheld_marks.write(&mut self.withheld)?;
+        self.restricted_marks.write(&mut self.restricted)?;
         if !self.pending.is_empty() {
             // Memories numbered in this transaction (an upper bound of those with
             // buffered postings).
@@ -903,6 +909,7 @@ impl<'t> Writer<'t> {
         self.docs.remove(docno)?;
         self.marks.set(&self.superseded, docno, false)?;
         self.withheld_marks.set(&self.withheld, docno, false)?;
+        self.restricted_marks.set(&self.restricted, docno, false)?;
         self.doc_cache.get_mut().remove(&docno);
         if !same.postings {
             for (tok, _) in &keys.tokens {
@@ -1056,11 +1063,13 @@ impl<'t> Writer<'t> {
     }
 
     /// Writes the [`DocInfo`] of `docno`, keeping the transaction's copy current.
-    /// Its bits in the superseded and withheld bitmaps follow the record.
+    /// Its bits in the superseded, withheld and restricted bitmaps follow the
+    /// record.
     fn put_info(&mut self, docno: u64, info: DocInfo) -> Result<()> {
         self.docs.insert(docno, encode(&info)?.as_slice())?;
         self.marks.set(&self.superseded, docno, info.superseded)?;
         self.withheld_marks.set(&self.withheld, docno, info.withheld())?;
+        self.restricted_marks.set(&self.restricted, docno, info.restricted())?;
         self.doc_cache.get_mut().insert(docno, info);
         Ok(())
     }

@@ -224,11 +224,12 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     let mut at = |n: u64| progress(entries + rows + n);
     rows += postings::compare(r, expected, &doc_len, &mut at, p)?;
     // The bitmaps: one bit per superseded memory, and no other; one per
-    // withheld (core or archived) memory, and no other.
+    // withheld (core or archived) memory; one per restricted (not public) one.
     let superseded: fn(&DocInfo) -> bool = |i| i.superseded;
     for (name, table, marked) in [
         ("superseded", r.superseded()?, superseded),
         ("withheld", r.withheld()?, DocInfo::withheld),
+        ("restricted", r.restricted()?, DocInfo::restricted),
     ] {
         let want: BTreeSet<u64> =
             exp.docs.iter().filter(|(_, i)| marked(i)).map(|(d, _)| *d).collect();
