@@ -9,10 +9,9 @@
 //! does); scopes and `include_superseded` exist only in the default profile.
 
 use std::collections::HashMap;
-
-use soulmem::storage::faulty::Rng;
 use std::sync::Arc;
 
+use soulmem::storage::faulty::Rng;
 use soulmem::{
     FixedClock, Memory, MemoryEntry, MemoryType, Profile, RecallQuery, Settings, Visibility,
 };
@@ -263,6 +262,18 @@ fn skipping_on_bits_never_changes_what_recall_returns() {
     let (plain, _) = build_with(Profile::Default, 2_000, seed, Some(Arc::new(FixedClock::new(at))));
     let (explained, _) =
         build_with(Profile::Default, 2_000, seed, Some(Arc::new(FixedClock::new(at))));
+    // Core memories too (withheld, as archived episodes are), with the words
+    // the queries use.
+    let core: Vec<MemoryEntry> = (0..60)
+        .map(|i| {
+            let text =
+                format!("{} {} core{i}", WORDS[i % WORDS.len()], WORDS[(i * 7) % WORDS.len()]);
+            MemoryEntry::new(MemoryType::Core, text)
+        })
+        .collect();
+    for m in [&plain, &explained] {
+        m.add_batch(core.clone()).expect("core memories");
+    }
     let mut rng = Rng::new(seed ^ 0xbeef);
     let mut returned = 0;
     for i in 0..300 {
