@@ -26,9 +26,28 @@
 
 use std::collections::HashMap;
 
-use redb::{ReadableTable, Table};
+use redb::{ReadableTable, Table, TableDefinition};
 
+use super::DocInfo;
+use super::schema::{RESTRICTED, SUPERSEDED, WITHHELD};
 use crate::error::{Error, Result};
+
+/// Which memories a bitmap marks, by their compact record.
+pub type Marker = fn(&DocInfo) -> bool;
+
+/// A bitmap's table and the memories it marks.
+pub type Bitmap = (TableDefinition<'static, u64, &'static [u8]>, Marker);
+
+/// Every bitmap the writer keeps equal to the records: the superseded memories
+/// (schema 9), then the withheld and the restricted ones (schema 15).
+pub const BITMAPS: [Bitmap; 3] =
+    [(SUPERSEDED, superseded), (WITHHELD, DocInfo::withheld), (RESTRICTED, DocInfo::restricted)];
+
+/// Whether the record marks its memory superseded.
+#[must_use]
+pub fn superseded(info: &DocInfo) -> bool {
+    info.superseded
+}
 
 /// Docnos per bitmap row.
 pub const CHUNK_DOCS: u64 = 32_768;

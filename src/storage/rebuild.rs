@@ -50,9 +50,9 @@ fn delete_index_tables(txn: &WriteTransaction) -> Result<()> {
     txn.delete_table(IMPORTANCE)?;
     txn.delete_table(LAYER_ORDER)?;
     txn.delete_table(POSTING_TAIL)?;
-    txn.delete_table(SUPERSEDED)?;
-    txn.delete_table(WITHHELD)?;
-    txn.delete_table(RESTRICTED)?;
+    for (bitmap, _) in super::bitmap::BITMAPS {
+        txn.delete_table(bitmap)?;
+    }
     txn.open_table(META)?.remove(meta_keys::TAIL_VERSION)?;
     Ok(())
 }
@@ -493,16 +493,17 @@ fn add_tag_postings(
 /// # Errors
 /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
 pub(crate) fn upgrade_to_9(db: &redb::Database) -> Result<()> {
-    mark_from_records(db, &[(SUPERSEDED, |info| info.superseded)], 9)
+    mark_from_records(db, &[(SUPERSEDED, super::bitmap::superseded)], 9)
 }
-
-/// A bitmap ([`super::bitmap`]) and which memories' records set its bits.
-type Marked = (redb::TableDefinition<'static, u64, &'static [u8]>, fn(&super::DocInfo) -> bool);
 
 /// Sets the bit in each of `bitmaps` of every memory whose `docs` record says
 /// so, and sets the schema version to `schema`. One transaction; nothing else
 /// changes.
-fn mark_from_records(db: &redb::Database, bitmaps: &[Marked], schema: u32) -> Result<()> {
+fn mark_from_records(
+    db: &redb::Database,
+    bitmaps: &[super::bitmap::Bitmap],
+    schema: u32,
+) -> Result<()> {
     let txn = db.begin_write()?;
     {
         let docs = txn.open_table(DOCS)?;

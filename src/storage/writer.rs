@@ -9,7 +9,7 @@ use super::codec::{decode, decode_self_model, encode, encode_self_model};
 use super::docinfo::DocInfo;
 use super::keys::{IndexKeys, OWNER_TERM_PREFIX, index_keys, index_keys_with};
 use super::schema::{self, *};
-use super::{CorpusStats, doc_terms, meta_keys, postings, query, tail};
+use super::{CorpusStats, bitmap, doc_terms, meta_keys, postings, query, tail};
 use crate::Profile;
 use crate::error::{Error, Result};
 use crate::model::{MemoryEntry, SelfModel, time};
@@ -42,16 +42,9 @@ pub struct Writer<'t> {
     /// The postings of the newest memories, not yet in `postings` (see
     /// [`super::tail`]).
     tail: Table<'t, u64, Bytes>,
-    /// The superseded-memories bitmap, and this transaction's changes to it
-    /// (written by [`Writer::flush`]).
-    superseded: Table<'t, u64, Bytes>,
-    marks: super::bitmap::Marks,
-    /// The withheld-memories bitmap (core and archived), and its changes.
-    withheld: Table<'t, u64, Bytes>,
-    withheld_marks: super::bitmap::Marks,
-    /// The restricted-memories bitmap (not public), and its changes.
-    restricted: Table<'t, u64, Bytes>,
-    restricted_marks: super::bitmap::Marks,
+    /// The bitmaps ([`bitmap::BITMAPS`]), each with this transaction's changes
+    /// (written by [`Writer::flush`]) and what marks a memory in it.
+    bitmaps: Vec<(Table<'t, u64, Bytes>, bitmap::Marks, bitmap::Marker)>,
     /// The first docno this transaction gives out: buffered postings of memories
     /// from here on are new and may go to the tail.
     first_new: u64,
@@ -310,12 +303,10 @@ impl<'t> Writer<'t> {
             context: txn.open_table(CONTEXT)?,
             embeddings: txn.open_table(EMBEDDINGS)?,
             tail: txn.open_table(POSTING_TAIL)?,
-            superseded: txn.open_table(SUPERSEDED)?,
-            marks: super::bitmap::Marks::default(),
-            withheld: txn.open_table(WITHHELD)?,
-            withheld_marks: super::bitmap::Marks::default(),
-            restricted: txn.open_table(RESTRICTED)?,
-            restricted_marks: super::bitmap::Marks::default(),
+            bitmaps: bitmap::BITMAPS
+                .iter()
+                .map(|(def, marker)| Ok((txn.open_table(*def)?, bitmap::Marks::default(), *marker)))
+                .collect::<Result<_>>()?,
             first_new: stats.next_docno,
             tail_writes: tail::TailWrites::default(),
             tail_done: (0, tail::TailChange::Unchanged),
@@ -377,9 +368,9 @@ impl<'t> Writer<'t> {
     /// Writes buffered postings, the self-model (when changed) and the corpus
     /// statistics. Called before commit.
     pub(crate) fn flush(&mut self) -> Result<()> {
-        self.marks.write(&mut self.superseded)?;
-        self.withheld_marks.write(&mut self.withheld)?;
-        self.restricted_marks.write(&mut self.restricted)?;
+        for (table, marks, _) in &mut self.bitmaps {
+            marks.write(table)?;
+        }
         if !self.pending.is_empty() {
             // Memories numbered in this transaction (an upper bound of those with
             // buffered postings).
@@ -907,9 +898,9 @@ impl<'t> Writer<'t> {
             self.newest_episodes = None;
         }
         self.docs.remove(docno)?;
-        self.marks.set(&self.superseded, docno, false)?;
-        self.withheld_marks.set(&self.withheld, docno, false)?;
-        self.restricted_marks.set(&self.restricted, docno, false)?;
+        for (table, marks, _) in &mut self.bitmaps {
+            marks.set(table, docno, false)?;
+        }
         self.doc_cache.get_mut().remove(&docno);
         if !same.postings {
             for (tok, _) in &keys.tokens {
@@ -1063,13 +1054,12 @@ impl<'t> Writer<'t> {
     }
 
     /// Writes the [`DocInfo`] of `docno`, keeping the transaction's copy current.
-    /// Its bits in the superseded, withheld and restricted bitmaps follow the
-    /// record.
+    /// Its bits in the bitmaps follow the record.
     fn put_info(&mut self, docno: u64, info: DocInfo) -> Result<()> {
         self.docs.insert(docno, encode(&info)?.as_slice())?;
-        self.marks.set(&self.superseded, docno, info.superseded)?;
-        self.withheld_marks.set(&self.withheld, docno, info.withheld())?;
-        self.restricted_marks.set(&self.restricted, docno, info.restricted())?;
+        for (table, marks, marked) in &mut self.bitmaps {
+            marks.set(table, docno, marked(&info))?;
+        }
         self.doc_cache.get_mut().insert(docno, info);
         Ok(())
     }

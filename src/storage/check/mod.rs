@@ -223,14 +223,11 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     let expected = std::mem::take(&mut exp.postings).sort();
     let mut at = |n: u64| progress(entries + rows + n);
     rows += postings::compare(r, expected, &doc_len, &mut at, p)?;
-    // The bitmaps: one bit per superseded memory, and no other; one per
-    // withheld (core or archived) memory; one per restricted (not public) one.
-    let superseded: fn(&DocInfo) -> bool = |i| i.superseded;
-    for (name, table, marked) in [
-        ("superseded", r.superseded()?, superseded),
-        ("withheld", r.withheld()?, DocInfo::withheld),
-        ("restricted", r.restricted()?, DocInfo::restricted),
-    ] {
+    // The bitmaps (superseded, withheld, restricted: `BITMAPS`' order): one
+    // bit per memory its record marks, and no other.
+    let tables = [r.superseded()?, r.withheld()?, r.restricted()?];
+    for ((def, marked), table) in super::bitmap::BITMAPS.iter().zip(tables) {
+        let name = redb::TableHandle::name(def);
         let want: BTreeSet<u64> =
             exp.docs.iter().filter(|(_, i)| marked(i)).map(|(d, _)| *d).collect();
         let mut diff = SortedDiff::set(name, keyed(want));
