@@ -90,9 +90,8 @@ impl Memory {
 /// ones (not public) when the requester may see none of them, and those
 /// outside the `domain` filter.
 struct Skipped<'r> {
-    hidden: Option<Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
-    withheld: Option<Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
-    restricted: Option<Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
+    /// The bitmaps whose memories the query turns away.
+    hidden: Vec<Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
     domain: Option<filters::DomainMembers>,
     /// No filter of the query turns away a memory these skips pass
     /// ([`candidates::Skip::decides`]).
@@ -104,9 +103,7 @@ impl candidates::Skip for Skipped<'_> {
         if self.domain.as_ref().is_some_and(|m| !m.contains(docno)) {
             return Ok(true);
         }
-        for bits in
-            [&mut self.hidden, &mut self.withheld, &mut self.restricted].into_iter().flatten()
-        {
+        for bits in &mut self.hidden {
             if bits.contains(docno)? {
                 return Ok(true);
             }
@@ -414,14 +411,18 @@ impl Memory {
                 q.bond_strength,
                 threshold,
             );
+        let mut hidden = Vec::new();
+        if !q.explain {
+            hidden.push(Hidden::new(r.withheld()?));
+            if !q.include_superseded {
+                hidden.push(Hidden::new(r.superseded()?));
+            }
+            if none_restricted {
+                hidden.push(Hidden::new(r.restricted()?));
+            }
+        }
         let mut skipped = Skipped {
-            hidden: (!q.include_superseded && !q.explain)
-                .then(|| r.superseded().map(Hidden::new))
-                .transpose()?,
-            withheld: (!q.explain).then(|| r.withheld().map(Hidden::new)).transpose()?,
-            restricted: (none_restricted && !q.explain)
-                .then(|| r.restricted().map(Hidden::new))
-                .transpose()?,
+            hidden,
             decides: skips_decide(q, by_user.as_ref().map(|(_, s)| s), none_restricted)
                 && (q.domain.is_none() || domain.is_some()),
             domain,
@@ -430,11 +431,8 @@ impl Memory {
                               k: usize,
                               accept: &mut dyn FnMut(u64, &DocInfo) -> bool|
          -> Result<(Vec<Candidate>, u64)> {
-            let skip = (skipped.hidden.is_some()
-                || skipped.withheld.is_some()
-                || skipped.restricted.is_some()
-                || skipped.domain.is_some())
-            .then_some(&mut skipped as &mut dyn candidates::Skip);
+            let skip = (!skipped.hidden.is_empty() || skipped.domain.is_some())
+                .then_some(&mut skipped as &mut dyn candidates::Skip);
             match listed {
                 Some(l) => candidates::top_k_listed(&r, stats, k, l, skip, accept),
                 None => candidates::top_k(

@@ -479,7 +479,7 @@ impl Store {
                         rebuild::upgrade_to_14(&db)?;
                     }
                     if found < 15 {
-                        // Schema 15 adds the withheld-memories bitmap.
+                        // Schema 15 adds the withheld and restricted bitmaps.
                         rebuild::upgrade_to_15(&db)?;
                     }
                 }
