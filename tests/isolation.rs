@@ -250,7 +250,9 @@ fn reference_profile_never_leaks() {
 
 /// The default profile's recall skips superseded, withheld (core, archived)
 /// and restricted memories and other domains' on their bits before reading
-/// their records, and its first pass keeps no margin where the skips decide;
+/// their records, walks a rare layer's members instead of checking records
+/// for a layer or types filter, and its first pass keeps no margin where the
+/// skips decide;
 /// an explained recall skips nothing and filters every record it meets. Two
 /// twin stores, one asked plainly and the other with explanations, return
 /// the same memories in the same order for every kind of query (and record
@@ -271,8 +273,25 @@ fn skipping_on_bits_never_changes_what_recall_returns() {
             MemoryEntry::new(MemoryType::Core, text)
         })
         .collect();
+    // And a rare layer, which a layer or types filter walks instead of checking
+    // records (`read::filters::LayerMembers`).
+    let rare: Vec<MemoryEntry> = (0..80)
+        .map(|i| {
+            let text = format!(
+                "{} {} rare{i}",
+                WORDS[(i * 5) % WORDS.len()],
+                WORDS[(i * 3) % WORDS.len()]
+            );
+            let mut e = MemoryEntry::new(MemoryType::Procedural, text);
+            e.layer = "rare".into();
+            e.visibility = if i % 2 == 0 { Visibility::Public } else { Visibility::Bonded };
+            e.importance = u8::try_from(1 + i % 10).unwrap_or(5);
+            e
+        })
+        .collect();
     for m in [&plain, &explained] {
         m.add_batch(core.clone()).expect("core memories");
+        m.add_batch(rare.clone()).expect("rare memories");
     }
     let mut rng = Rng::new(seed ^ 0xbeef);
     let mut returned = 0;
@@ -281,6 +300,12 @@ fn skipping_on_bits_never_changes_what_recall_returns() {
         if i % 2 == 0 {
             // Half the queries with no filter that reads records.
             (q.layer, q.types, q.scopes, q.min_importance) = (None, None, None, 0);
+        }
+        match i % 6 {
+            1 => q.layer = Some("rare".into()),
+            3 => q.types = Some(vec!["rare".into(), pick(&mut rng, LAYERS).to_owned()]),
+            4 => (q.layer, q.types) = (None, Some(vec!["rare".into()])),
+            _ => {}
         }
         let contents = |m: &Memory, q: &RecallQuery| -> Vec<String> {
             m.recall(q).expect("recall").memories.into_iter().map(|e| e.content).collect()
@@ -320,5 +345,47 @@ fn filters_hold_on_a_small_adversarial_store() {
                 }
             }
         }
+    }
+}
+
+/// A layer or types filter keeping a rare layer walks its members: the text
+/// search steps over the other layers' memories without scoring them or
+/// reading their records, where it used to score every memory holding the
+/// query's words and check each record until it had found enough. Here the
+/// rare layer's memories come after 3,000 others holding the same word, so
+/// the walk decodes only the blocks that hold them.
+#[test]
+fn a_rare_layer_is_walked_past_the_other_layers() {
+    let mem = Memory::open_in_memory().expect("store");
+    let entry = |kind: MemoryType, i: usize| {
+        let mut e = MemoryEntry::new(kind, format!("lake {} n{i}", WORDS[i % WORDS.len()]));
+        e.visibility = Visibility::Public;
+        e
+    };
+    for chunk in 0..3 {
+        let many = (0..1000).map(|i| entry(MemoryType::Episodic, chunk * 1000 + i)).collect();
+        mem.add_batch(many).expect("episodes");
+    }
+    mem.add_batch((0..30).map(|i| entry(MemoryType::Procedural, i)).collect()).expect("procedures");
+    for (layer, types) in [(Some("procedural"), None), (None, Some(vec!["procedural".to_owned()]))]
+    {
+        let mut q = RecallQuery::new("lake");
+        q.layer = layer.map(str::to_owned);
+        q.types = types;
+        let walked = mem.recall(&q).expect("recall");
+        assert_eq!(walked.memories.len(), 10);
+        assert!(walked.memories.iter().all(|m| m.layer == "procedural"));
+        assert!(
+            walked.trace.postings_read < 600,
+            "{q:?}: {} postings decoded",
+            walked.trace.postings_read
+        );
+        // An explained recall walks nothing (its trace says why each memory was
+        // dropped) and returns the same memories.
+        q.explain = true;
+        let checked = mem.recall(&q).expect("recall");
+        let ids = |r: &soulmem::Recall| r.memories.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&walked), ids(&checked));
+        assert!(checked.trace.postings_read > 3000, "{}", checked.trace.postings_read);
     }
 }

@@ -684,6 +684,31 @@ impl Allow for Sorted<'_> {
     }
 }
 
+/// The memories every one of several [`Allow`]s admits.
+pub struct Meet<'a>(pub Vec<&'a mut dyn Allow>);
+
+impl Allow for Meet<'_> {
+    fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
+        let mut at = d;
+        loop {
+            let mut agreed = true;
+            for a in &mut self.0 {
+                match a.next_ge(at)? {
+                    None => return Ok(None),
+                    Some(next) if next != at => {
+                        at = next;
+                        agreed = false;
+                    }
+                    Some(_) => {}
+                }
+            }
+            if agreed {
+                return Ok(Some(at));
+            }
+        }
+    }
+}
+
 /// The `k` best memories by BM25 that pass `accept`, and the number of postings
 /// decoded. Ties are broken by docno (the lower wins), then the result is sorted by
 /// score (ties: the lower docno).
@@ -1362,6 +1387,25 @@ mod tests {
                 results.push(read);
             }
             assert!(results[1] < results[0], "k {k}: postings decoded {results:?}");
+        }
+    }
+
+    proptest! {
+        /// Several allows met admit exactly the memories each of them admits.
+        #[test]
+        fn a_meet_of_allows_admits_what_all_admit(
+            lists in prop::collection::vec(prop::collection::btree_set(0u64..400, 0..120), 1..4),
+            targets in prop::collection::vec(0u64..420, 1..30),
+        ) {
+            let lists: Vec<Vec<u64>> = lists.into_iter().map(|l| l.into_iter().collect()).collect();
+            let mut sorted: Vec<Sorted<'_>> = lists.iter().map(|l| Sorted(l)).collect();
+            let mut meet = Meet(sorted.iter_mut().map(|s| s as &mut dyn Allow).collect());
+            let mut targets = targets;
+            targets.sort_unstable();
+            for t in targets {
+                let want = (t..400).find(|d| lists.iter().all(|l| l.contains(d)));
+                prop_assert_eq!(meet.next_ge(t).expect("next"), want, "target {}", t);
+            }
         }
     }
 

@@ -119,14 +119,19 @@ impl candidates::Skip for Skipped<'_> {
 /// Whether a recall for `q` can turn away only memories its text search skips
 /// before reading them (superseded, withheld, restricted ones when
 /// `restricted_skipped`, outside its domain) or never meets (another user's,
-/// when `by_user` searches only the user's memories): no layer, type,
-/// importance or scope filter, and a requester who sees every visibility (the
-/// soul itself) or none but public. Not for an explained recall, which skips
-/// nothing.
-fn skips_decide(q: &RecallQuery, by_user: Option<&UserSearch>, restricted_skipped: bool) -> bool {
+/// when `by_user` searches only the user's memories, or of another layer, when
+/// `layers_walked`: the search walks the filter's layers): no layer or type
+/// filter unless its layers are walked, no importance or scope filter, and a
+/// requester who sees every visibility (the soul itself) or none but public.
+/// Not for an explained recall, which skips nothing.
+fn skips_decide(
+    q: &RecallQuery,
+    by_user: Option<&UserSearch>,
+    restricted_skipped: bool,
+    layers_walked: bool,
+) -> bool {
     !q.explain
-        && q.layer.is_none()
-        && q.types.is_none()
+        && (layers_walked || (q.layer.is_none() && q.types.is_none()))
         && q.min_importance <= 0
         && (q.requester_id.is_none() || restricted_skipped)
         && q.scopes.is_none()
@@ -421,10 +426,22 @@ impl Memory {
                 hidden.push(Hidden::new(r.restricted()?));
             }
         }
+        // A layer or types filter walks its layers' members beside the postings,
+        // so the search meets no memory of another layer (not in an explained
+        // recall, whose trace says why each memory was dropped, nor over a user's
+        // listed memories, which are few).
+        let mut layers = match listed {
+            None if !q.explain => filters::LayerMembers::of(&r, q)?,
+            _ => None,
+        };
         let mut skipped = Skipped {
             hidden,
-            decides: skips_decide(q, by_user.as_ref().map(|(_, s)| s), none_restricted)
-                && (q.domain.is_none() || domain.is_some()),
+            decides: skips_decide(
+                q,
+                by_user.as_ref().map(|(_, s)| s),
+                none_restricted,
+                layers.is_some(),
+            ) && (q.domain.is_none() || domain.is_some()),
             domain,
         };
         let mut text_top_k = |stats: &[candidates::TermStat],
@@ -433,16 +450,19 @@ impl Memory {
          -> Result<(Vec<Candidate>, u64)> {
             let skip = (!skipped.hidden.is_empty() || skipped.domain.is_some())
                 .then_some(&mut skipped as &mut dyn candidates::Skip);
+            let mut both;
+            let allow: Option<&mut dyn candidates::Allow> = match (&mut users, &mut layers) {
+                (Some(u), Some(l)) => {
+                    both = candidates::Meet(vec![u, l]);
+                    Some(&mut both)
+                }
+                (Some(u), None) => Some(u),
+                (None, Some(l)) => Some(l),
+                (None, None) => None,
+            };
             match listed {
                 Some(l) => candidates::top_k_listed(&r, stats, k, l, skip, accept),
-                None => candidates::top_k(
-                    &r,
-                    stats,
-                    k,
-                    users.as_mut().map(|u| u as &mut dyn candidates::Allow),
-                    skip,
-                    accept,
-                ),
+                None => candidates::top_k(&r, stats, k, allow, skip, accept),
             }
         };
         let (text, read) = text_top_k(&stats, pool_size, &mut accept)?;

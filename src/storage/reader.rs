@@ -444,4 +444,19 @@ impl Reader {
             Err(e) => Err(e.into()),
         }
     }
+
+    /// How many memories the layers in `layers` hold, over all their domains'
+    /// entry tables (superseded and archived ones included).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn layer_memories(&self, layers: &[String]) -> Result<u64> {
+        let mut n = 0;
+        for (l, d) in self.entry_tables()? {
+            if layers.contains(&l) {
+                n += self.table_len(&l, &d)?;
+            }
+        }
+        Ok(n)
+    }
 }

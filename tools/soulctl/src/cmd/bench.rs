@@ -101,6 +101,10 @@ pub struct RecallArgs {
     /// Filter each query by its user.
     #[arg(long)]
     user: bool,
+    /// Keep only memories of these layers (comma-separated: the `types` filter),
+    /// in every query.
+    #[arg(long, value_delimiter = ',')]
+    types: Option<Vec<String>>,
     /// Run durable observes in a second thread meanwhile (an agent serving several
     /// conversations).
     #[arg(long)]
@@ -309,12 +313,14 @@ fn timed_and_warm_up(corpus: &Corpus, n: usize) -> (Vec<SynthQuery>, Vec<SynthQu
     (queries, warm)
 }
 
-/// The recall of `q`, filtered by its user with `user`.
-fn recall_query(q: &SynthQuery, user: bool) -> RecallQuery {
+/// The recall of `q`, filtered by its user with `user`, and to the layers of
+/// `types` when given.
+fn recall_query(q: &SynthQuery, user: bool, types: Option<&[String]>) -> RecallQuery {
     let mut rq = RecallQuery::new(&q.text);
     if user {
         rq.user_id = Some(q.user_id.clone());
     }
+    rq.types = types.map(<[String]>::to_vec);
     rq
 }
 
@@ -345,13 +351,18 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
         anyhow::ensure!(!queries.is_empty(), "no query of kind {kind}");
     }
     for q in &warm {
-        mem.recall(&recall_query(q, a.user))?;
+        mem.recall(&recall_query(q, a.user, a.types.as_deref()))?;
     }
     let mut by_kind: std::collections::BTreeMap<&str, (Vec<f64>, u64)> = Default::default();
     let mut all: Vec<f64> = Vec::new();
     let pb = bar((queries.len() * a.repeat) as u64, "recall".into());
     let mut next = mem.count()?;
-    let load = Load { repeat: a.repeat, user: a.user, pace_ms: a.concurrent.then_some(a.pace_ms) };
+    let load = Load {
+        repeat: a.repeat,
+        user: a.user,
+        types: a.types.as_deref(),
+        pace_ms: a.concurrent.then_some(a.pace_ms),
+    };
     let mut written = Ok(());
     let mut timed = 0usize;
     let mut got = time_concurrent(&mem, &corpus, &queries, &mut next, &load, &pb, |q, e, r| {
@@ -620,11 +631,13 @@ struct Concurrent {
 }
 
 /// How [`time_concurrent`] recalls.
-struct Load {
+struct Load<'a> {
     /// Passes over the queries.
     repeat: usize,
     /// Filter each query by its user.
     user: bool,
+    /// Filter each query to these layers.
+    types: Option<&'a [String]>,
     /// With a second thread observing, milliseconds it waits after each observe.
     pace_ms: Option<u64>,
 }
@@ -637,11 +650,11 @@ fn time_concurrent(
     corpus: &Corpus,
     queries: &[SynthQuery],
     next: &mut u64,
-    load: &Load,
+    load: &Load<'_>,
     pb: &ProgressBar,
     mut each: impl FnMut(&SynthQuery, f64, &soulmem::Recall),
 ) -> anyhow::Result<Concurrent> {
-    let Load { repeat, user, pace_ms } = *load;
+    let Load { repeat, user, types, pace_ms } = *load;
     let stop = std::sync::atomic::AtomicBool::new(false);
     let start = *next;
     std::thread::scope(|scope| -> anyhow::Result<Concurrent> {
@@ -661,7 +674,7 @@ fn time_concurrent(
         let mut run = || -> anyhow::Result<()> {
             for _ in 0..repeat {
                 for q in queries {
-                    let rq = recall_query(q, user);
+                    let rq = recall_query(q, user, types);
                     let t = Instant::now();
                     let r = mem.recall(&rq)?;
                     let e = ms(t.elapsed());
@@ -1047,7 +1060,7 @@ fn measure_once(
     let mut by_user = Vec::new();
     let mut user_empty = 0usize;
     for q in queries {
-        by_user.push(recall(&recall_query(q, true), &mut user_empty, &mut 0)?);
+        by_user.push(recall(&recall_query(q, true, None), &mut user_empty, &mut 0)?);
         pb.inc(1);
     }
     let mut by_domain = Vec::new();
@@ -1118,7 +1131,7 @@ fn measure_once(
 
     // Recall while another thread observes (paced, durable).
     let pb = bar(queries.len() as u64, format!("concurrent {n}"));
-    let load = Load { repeat: 1, user: false, pace_ms: Some(CONCURRENT_PACE_MS) };
+    let load = Load { repeat: 1, user: false, types: None, pace_ms: Some(CONCURRENT_PACE_MS) };
     let mut got = time_concurrent(&mem, corpus, queries, &mut next, &load, &pb, |_, _, _| {})?;
     pb.finish_and_clear();
     row.insert("recall_concurrent_p50_ms".into(), round3(quantile(&mut got.recalls, 0.5)));
