@@ -6,6 +6,7 @@ mod words_common;
 use proptest::prelude::*;
 use redb::ReadableDatabase;
 use redb::{ReadableTable, ReadableTableMetadata};
+use soulmem::storage::schema::SCHEMA_VERSION;
 use soulmem::{Memory, MemoryEntry, MemoryType, Profile, RecallQuery, Visibility};
 
 #[derive(Debug, Clone)]
@@ -370,6 +371,12 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     }
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
+    if version < 16 {
+        for name in ["episodic_layer", "semantic_layer"] {
+            let bitmap: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new(name);
+            assert!(txn.delete_table(bitmap).expect("drop bitmap"), "{name}");
+        }
+    }
     if version < 15 {
         for name in ["withheld", "restricted"] {
             let bitmap: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new(name);
@@ -461,11 +468,13 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
 /// (which `check` verifies against the records, and recall skips on), the
 /// rowless owners' table (empty: no owner here is past the cap), and the active
 /// graph edges by identity (which `check` verifies against the edges, and an
-/// observe restating a relationship finds), and the withheld and restricted
-/// bitmaps (which `check` verifies against the records, and recall skips on).
+/// observe restating a relationship finds), the withheld and restricted
+/// bitmaps (which `check` verifies against the records, and recall skips on),
+/// and the episodic and semantic layers' bitmaps (likewise, for a `types`
+/// filter).
 #[test]
 fn older_schemas_are_upgraded_on_open() {
-    for version in 3u32..=14 {
+    for version in 3u32..=15 {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(format!("v{version}.redb"));
         old_store(&path, version, |_| {});
@@ -499,6 +508,18 @@ fn older_schemas_are_upgraded_on_open() {
             let hits = mem.recall(&q).expect("recall");
             let found: Vec<&str> = hits.memories.iter().map(|m| m.content.as_str()).collect();
             assert_eq!(found, ["The user lives in Porto in summer"], "schema {version}");
+            // The episodes alone (the archived one withheld), kept on their
+            // layer's bits.
+            let mut q = soulmem::RecallQuery::new("where does the user live");
+            q.types = Some(vec!["episodic".into()]);
+            let hits = mem.recall(&q).expect("recall");
+            let mut found: Vec<&str> = hits.memories.iter().map(|m| m.content.as_str()).collect();
+            found.sort_unstable();
+            assert_eq!(
+                found,
+                ["The user lives in Porto in summer", "The user lives in Quito"],
+                "schema {version}"
+            );
             let mut q = soulmem::RecallQuery::new("where does the user live");
             q.user_id = Some("ana".into());
             let hits = mem.recall(&q).expect("recall");
@@ -518,7 +539,7 @@ fn older_schemas_are_upgraded_on_open() {
             assert!(mem.stats().expect("stats").index_rows["posting_tail"] > 0);
             assert!(mem.check(|_| {}).expect("check").is_ok());
         }
-        assert_eq!(schema_of(&path), 15);
+        assert_eq!(schema_of(&path), SCHEMA_VERSION);
         let names = table_names(&path);
         assert!(!names.iter().any(|n| n == "users"), "schema {version}: {names:?}");
         assert!(!names.iter().any(|n| n == "fact_terms"), "schema {version}: {names:?}");
@@ -601,7 +622,7 @@ fn a_schema_11_store_drops_the_tail_memories_rows() {
     let hits = mem.recall(&q).expect("recall");
     assert_eq!(hits.memories.first().map(|m| m.id.as_str()), Some(kayak.as_str()));
     drop(mem);
-    assert_eq!(schema_of(&path), 15);
+    assert_eq!(schema_of(&path), SCHEMA_VERSION);
 }
 
 /// A schema-5 store's access metadata survives the upgrade exactly: counts,
@@ -675,7 +696,7 @@ fn a_damaged_record_does_not_stop_the_upgrade() {
     let mem = Memory::open(&path).expect("upgraded despite the damage");
     assert!(!mem.check(|_| {}).expect("check").is_ok(), "the damage is reported");
     drop(mem);
-    assert_eq!(schema_of(&path), 15);
+    assert_eq!(schema_of(&path), SCHEMA_VERSION);
     let names = table_names(&path);
     assert!(!names.iter().any(|n| n.contains("ghost")), "{names:?}");
 }
@@ -1014,5 +1035,5 @@ fn a_damaged_graph_edge_is_reported_and_left_unindexed() {
     );
     assert_eq!(mem.stats().expect("stats").graph_edges, stats.graph_edges);
     drop(mem);
-    assert_eq!(schema_of(&path), 15);
+    assert_eq!(schema_of(&path), SCHEMA_VERSION);
 }

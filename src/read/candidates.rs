@@ -759,8 +759,9 @@ pub fn top_k_listed(
 /// Memories a search leaves out on a cheap test, before reading their records:
 /// recall's are the superseded ones, when the query excludes them, the withheld
 /// ones (core and archived), the restricted ones (bonded and private) when its
-/// requester may see none of them (all three [`crate::storage::bitmap`]), and
-/// those outside its `domain` filter ([`crate::read::filters::DomainMembers`]).
+/// requester may see none of them, those outside the episodic or semantic
+/// layers its `layer` or `types` filter keeps (all [`crate::storage::bitmap`]),
+/// and those outside its `domain` filter ([`crate::read::filters::DomainMembers`]).
 pub trait Skip {
     /// Whether `docno` is left out.
     ///

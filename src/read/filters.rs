@@ -300,6 +300,17 @@ impl crate::read::candidates::Allow for OwnerMembers {
 /// (`docs/PERFORMANCE.md`, session 50).
 pub const LAYER_WALK_SHARE: f64 = 0.125;
 
+/// The layers `q` keeps: its `layer`, or else its `types`; none when it keeps
+/// every layer.
+#[must_use]
+pub fn kept_layers(q: &RecallQuery) -> &[String] {
+    match (&q.layer, &q.types) {
+        (Some(layer), _) => std::slice::from_ref(layer),
+        (None, Some(types)) => types,
+        (None, None) => &[],
+    }
+}
+
 /// Rows a [`LayerMembers`] walk steps through, at most, before it seeks
 /// instead: a step reads the next row of a leaf it holds, a seek descends the
 /// B-tree again.
@@ -384,11 +395,10 @@ impl<'r> LayerMembers<'r> {
     /// # Errors
     /// Storage errors.
     pub fn of(r: &'r Reader, q: &RecallQuery) -> Result<Option<Self>> {
-        let layers: &[String] = match (&q.layer, &q.types) {
-            (Some(layer), _) => std::slice::from_ref(layer),
-            (None, Some(types)) => types,
-            (None, None) => return Ok(None),
-        };
+        let layers = kept_layers(q);
+        if layers.is_empty() {
+            return Ok(None);
+        }
         if r.layer_memories(layers)? as f64 > LAYER_WALK_SHARE * r.stats().docs as f64 {
             return Ok(None);
         }

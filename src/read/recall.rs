@@ -87,11 +87,14 @@ impl Memory {
 
 /// What a recall's text search leaves out before reading records: superseded
 /// memories (unless asked for), withheld ones (core and archived), restricted
-/// ones (not public) when the requester may see none of them, and those
-/// outside the `domain` filter.
+/// ones (not public) when the requester may see none of them, those outside
+/// the `domain` filter, and those outside the layers of a `layer` or `types`
+/// filter that keeps only layers with a bitmap.
 struct Skipped<'r> {
     /// The bitmaps whose memories the query turns away.
     hidden: Vec<Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
+    /// The bitmaps of the layers the query keeps (none: every layer).
+    kept: Vec<Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
     domain: Option<filters::DomainMembers>,
     /// No filter of the query turns away a memory these skips pass
     /// ([`candidates::Skip::decides`]).
@@ -102,6 +105,18 @@ impl candidates::Skip for Skipped<'_> {
     fn skips(&mut self, docno: u64) -> Result<bool> {
         if self.domain.as_ref().is_some_and(|m| !m.contains(docno)) {
             return Ok(true);
+        }
+        if !self.kept.is_empty() {
+            let mut kept = false;
+            for bits in &mut self.kept {
+                if bits.contains(docno)? {
+                    kept = true;
+                    break;
+                }
+            }
+            if !kept {
+                return Ok(true);
+            }
         }
         for bits in &mut self.hidden {
             if bits.contains(docno)? {
@@ -120,18 +135,19 @@ impl candidates::Skip for Skipped<'_> {
 /// before reading them (superseded, withheld, restricted ones when
 /// `restricted_skipped`, outside its domain) or never meets (another user's,
 /// when `by_user` searches only the user's memories, or of another layer, when
-/// `layers_walked`: the search walks the filter's layers): no layer or type
-/// filter unless its layers are walked, no importance or scope filter, and a
+/// `layers_kept`: the search walks the filter's layers or skips the others on
+/// bits): no layer or type filter unless its layers are kept so, no
+/// importance or scope filter, and a
 /// requester who sees every visibility (the soul itself) or none but public.
 /// Not for an explained recall, which skips nothing.
 fn skips_decide(
     q: &RecallQuery,
     by_user: Option<&UserSearch>,
     restricted_skipped: bool,
-    layers_walked: bool,
+    layers_kept: bool,
 ) -> bool {
     !q.explain
-        && (layers_walked || (q.layer.is_none() && q.types.is_none()))
+        && (layers_kept || (q.layer.is_none() && q.types.is_none()))
         && q.min_importance <= 0
         && (q.requester_id.is_none() || restricted_skipped)
         && q.scopes.is_none()
@@ -434,22 +450,39 @@ impl Memory {
             None if !q.explain => filters::LayerMembers::of(&r, q)?,
             _ => None,
         };
+        // Layers too large to walk are kept on their bitmaps, when they all
+        // have one.
+        let mut kept = Vec::new();
+        if !q.explain && layers.is_none() {
+            for layer in filters::kept_layers(q) {
+                match r.layer_bits(layer)? {
+                    Some(bits) => kept.push(Hidden::new(bits)),
+                    None => {
+                        kept.clear();
+                        break;
+                    }
+                }
+            }
+        }
         let mut skipped = Skipped {
-            hidden,
             decides: skips_decide(
                 q,
                 by_user.as_ref().map(|(_, s)| s),
                 none_restricted,
-                layers.is_some(),
+                layers.is_some() || !kept.is_empty(),
             ) && (q.domain.is_none() || domain.is_some()),
+            hidden,
+            kept,
             domain,
         };
         let mut text_top_k = |stats: &[candidates::TermStat],
                               k: usize,
                               accept: &mut dyn FnMut(u64, &DocInfo) -> bool|
          -> Result<(Vec<Candidate>, u64)> {
-            let skip = (!skipped.hidden.is_empty() || skipped.domain.is_some())
-                .then_some(&mut skipped as &mut dyn candidates::Skip);
+            let skip = (!skipped.hidden.is_empty()
+                || !skipped.kept.is_empty()
+                || skipped.domain.is_some())
+            .then_some(&mut skipped as &mut dyn candidates::Skip);
             let mut both;
             let allow: Option<&mut dyn candidates::Allow> = match (&mut users, &mut layers) {
                 (Some(u), Some(l)) => {

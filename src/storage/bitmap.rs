@@ -1,7 +1,8 @@
 //! Memories marked by one bit per docno: the superseded ones ([`SUPERSEDED`]),
 //! the withheld ones ([`WITHHELD`]: core memories and archived episodes,
-//! which no recall returns) and the restricted ones ([`RESTRICTED`]: bonded
-//! and private, which only some requesters see).
+//! which no recall returns), the restricted ones ([`RESTRICTED`]: bonded
+//! and private, which only some requesters see), and those of the two layers
+//! the write path fills ([`EPISODIC_LAYER`], [`SEMANTIC_LAYER`]).
 //!
 //! Recall leaves superseded memories out unless asked for them, and they stay in
 //! the postings (an old fact keeps its text). A user who restates a fact over
@@ -13,7 +14,9 @@
 //! memories are skipped the same way on theirs, restricted ones on theirs when
 //! the requester may see none of them, and a recall that no other filter can
 //! narrow then knows that every memory its search keeps is one it returns
-//! (`read::candidates`).
+//! (`read::candidates`). A `layer` or `types` filter keeping the episodic or
+//! semantic layer, or both, skips the other memories on theirs when the
+//! layers are too large to walk (`read::filters::LayerMembers`).
 //!
 //! One row per [`CHUNK_DOCS`] docnos (a 4 KiB value), only for chunks holding a
 //! marked memory. The writer keeps each bit equal to what the memory's record
@@ -23,13 +26,15 @@
 //! [`SUPERSEDED`]: super::schema::SUPERSEDED
 //! [`WITHHELD`]: super::schema::WITHHELD
 //! [`RESTRICTED`]: super::schema::RESTRICTED
+//! [`EPISODIC_LAYER`]: super::schema::EPISODIC_LAYER
+//! [`SEMANTIC_LAYER`]: super::schema::SEMANTIC_LAYER
 
 use std::collections::HashMap;
 
 use redb::{ReadableTable, Table, TableDefinition};
 
 use super::DocInfo;
-use super::schema::{RESTRICTED, SUPERSEDED, WITHHELD};
+use super::schema::{EPISODIC_LAYER, RESTRICTED, SEMANTIC_LAYER, SUPERSEDED, WITHHELD};
 use crate::error::{Error, Result};
 
 /// Which memories a bitmap marks, by their compact record.
@@ -39,9 +44,15 @@ pub type Marker = fn(&DocInfo) -> bool;
 pub type Bitmap = (TableDefinition<'static, u64, &'static [u8]>, Marker);
 
 /// Every bitmap the writer keeps equal to the records: the superseded memories
-/// (schema 9), then the withheld and the restricted ones (schema 15).
-pub const BITMAPS: [Bitmap; 3] =
-    [(SUPERSEDED, superseded), (WITHHELD, DocInfo::withheld), (RESTRICTED, DocInfo::restricted)];
+/// (schema 9), the withheld and the restricted ones (schema 15), the episodic
+/// and the semantic layers' (schema 16).
+pub const BITMAPS: [Bitmap; 5] = [
+    (SUPERSEDED, superseded),
+    (WITHHELD, DocInfo::withheld),
+    (RESTRICTED, DocInfo::restricted),
+    (EPISODIC_LAYER, DocInfo::episodic),
+    (SEMANTIC_LAYER, DocInfo::semantic),
+];
 
 /// Whether the record marks its memory superseded.
 #[must_use]

@@ -138,6 +138,20 @@ impl DocInfo {
     pub fn restricted(&self) -> bool {
         self.visibility() != Visibility::Public
     }
+
+    /// Whether the memory is in the episodic layer. Its bit in the
+    /// [`crate::storage::schema::EPISODIC_LAYER`] bitmap says the same.
+    #[must_use]
+    pub fn episodic(&self) -> bool {
+        self.layer == MemoryType::Episodic.as_str()
+    }
+
+    /// Whether the memory is in the semantic layer. Its bit in the
+    /// [`crate::storage::schema::SEMANTIC_LAYER`] bitmap says the same.
+    #[must_use]
+    pub fn semantic(&self) -> bool {
+        self.layer == MemoryType::Semantic.as_str()
+    }
 }
 
 #[cfg(test)]

@@ -482,6 +482,10 @@ impl Store {
                         // Schema 15 adds the withheld and restricted bitmaps.
                         rebuild::upgrade_to_15(&db)?;
                     }
+                    if found < 16 {
+                        // Schema 16 adds the episodic and semantic layers' bitmaps.
+                        rebuild::upgrade_to_16(&db)?;
+                    }
                 }
                 profile
             }

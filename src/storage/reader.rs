@@ -52,6 +52,8 @@ pub struct Reader {
     superseded: OnceLock<ReadOnlyTable<u64, Bytes>>,
     withheld: OnceLock<ReadOnlyTable<u64, Bytes>>,
     restricted: OnceLock<ReadOnlyTable<u64, Bytes>>,
+    episodic_layer: OnceLock<ReadOnlyTable<u64, Bytes>>,
+    semantic_layer: OnceLock<ReadOnlyTable<u64, Bytes>>,
     importance: OnceLock<ReadOnlyTable<ImportanceKey, ()>>,
     layer_order: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     context: OnceLock<ReadOnlyTable<u64, Str>>,
@@ -120,6 +122,8 @@ impl Reader {
             superseded: OnceLock::new(),
             withheld: OnceLock::new(),
             restricted: OnceLock::new(),
+            episodic_layer: OnceLock::new(),
+            semantic_layer: OnceLock::new(),
             importance: OnceLock::new(),
             layer_order: OnceLock::new(),
             context: OnceLock::new(),
@@ -255,6 +259,18 @@ impl Reader {
     /// The restricted-memories bitmap (not public; `storage::bitmap`).
     pub(crate) fn restricted(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
         self.lazy(&self.restricted, RESTRICTED)
+    }
+
+    /// The bitmap of `layer`'s memories, for the layers that have one (the
+    /// episodic and the semantic: `storage::bitmap`).
+    pub(crate) fn layer_bits(&self, layer: &str) -> Result<Option<&ReadOnlyTable<u64, Bytes>>> {
+        if layer == crate::model::MemoryType::Episodic.as_str() {
+            self.lazy(&self.episodic_layer, EPISODIC_LAYER).map(Some)
+        } else if layer == crate::model::MemoryType::Semantic.as_str() {
+            self.lazy(&self.semantic_layer, SEMANTIC_LAYER).map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     /// The importance index.

@@ -660,6 +660,20 @@ pub(crate) fn upgrade_to_15(db: &redb::Database) -> Result<()> {
     )
 }
 
+/// Upgrades a schema-15 store to schema 16: the bitmaps of the episodic and
+/// the semantic layers' memories ([`super::bitmap`]) are written from the
+/// `docs` records. One transaction; nothing else changes.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
+pub(crate) fn upgrade_to_16(db: &redb::Database) -> Result<()> {
+    mark_from_records(
+        db,
+        &[(EPISODIC_LAYER, super::DocInfo::episodic), (SEMANTIC_LAYER, super::DocInfo::semantic)],
+        16,
+    )
+}
+
 /// Rewrites the graph's indexes (adjacency and active edges by identity) from
 /// the stored edges. An edge that cannot be decoded is left where it is,
 /// unindexed, with a line in `problems`.

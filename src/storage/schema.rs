@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 15;
+pub const SCHEMA_VERSION: u32 = 16;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -121,6 +121,16 @@ pub const WITHHELD: TableDefinition<u64, &[u8]> = TableDefinition::new("withheld
 /// out as [`SUPERSEDED`]. A recall by a requester who may see none of them
 /// skips them on their bit.
 pub const RESTRICTED: TableDefinition<u64, &[u8]> = TableDefinition::new("restricted");
+
+/// `docno / 32768 → bitmap` of the episodic layer's memories (schema 16),
+/// laid out as [`SUPERSEDED`]. A `layer` or `types` filter keeping only the
+/// episodic and semantic layers, when they hold too much of the store to walk
+/// their members, skips the other memories on these bits.
+pub const EPISODIC_LAYER: TableDefinition<u64, &[u8]> = TableDefinition::new("episodic_layer");
+
+/// `docno / 32768 → bitmap` of the semantic layer's memories (schema 16), as
+/// [`EPISODIC_LAYER`].
+pub const SEMANTIC_LAYER: TableDefinition<u64, &[u8]> = TableDefinition::new("semantic_layer");
 
 /// `(layer, importance, created_at µs, docno) → ()`: eviction order.
 pub const IMPORTANCE: TableDefinition<(&str, u8, i64, u64), ()> =

@@ -223,10 +223,9 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     let expected = std::mem::take(&mut exp.postings).sort();
     let mut at = |n: u64| progress(entries + rows + n);
     rows += postings::compare(r, expected, &doc_len, &mut at, p)?;
-    // The bitmaps (superseded, withheld, restricted: `BITMAPS`' order): one
-    // bit per memory its record marks, and no other.
-    let tables = [r.superseded()?, r.withheld()?, r.restricted()?];
-    for ((def, marked), table) in super::bitmap::BITMAPS.iter().zip(tables) {
+    // The bitmaps: one bit per memory its record marks, and no other.
+    for (def, marked) in &super::bitmap::BITMAPS {
+        let table = &r.txn().open_table(*def)?;
         let name = redb::TableHandle::name(def);
         let want: BTreeSet<u64> =
             exp.docs.iter().filter(|(_, i)| marked(i)).map(|(d, _)| *d).collect();
