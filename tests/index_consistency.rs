@@ -377,6 +377,12 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
             assert!(txn.delete_table(bitmap).expect("drop bitmap"), "{name}");
         }
     }
+    if version == 15 {
+        // As the first schema-15 build (95116a9) wrote it: no restricted bits.
+        let bitmap: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("restricted");
+        assert!(txn.delete_table(bitmap).expect("drop bitmap"));
+        txn.open_table(bitmap).expect("empty restricted bitmap");
+    }
     if version < 15 {
         for name in ["withheld", "restricted"] {
             let bitmap: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new(name);

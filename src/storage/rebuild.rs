@@ -662,14 +662,21 @@ pub(crate) fn upgrade_to_15(db: &redb::Database) -> Result<()> {
 
 /// Upgrades a schema-15 store to schema 16: the bitmaps of the episodic and
 /// the semantic layers' memories ([`super::bitmap`]) are written from the
-/// `docs` records. One transaction; nothing else changes.
+/// `docs` records. The restricted memories' bits are set again on the way: a
+/// store written by the first schema-15 build (95116a9, which had only the
+/// withheld bitmap) has none, and setting a bit that is set changes nothing.
+/// One transaction; nothing else changes.
 ///
 /// # Errors
 /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
 pub(crate) fn upgrade_to_16(db: &redb::Database) -> Result<()> {
     mark_from_records(
         db,
-        &[(EPISODIC_LAYER, super::DocInfo::episodic), (SEMANTIC_LAYER, super::DocInfo::semantic)],
+        &[
+            (EPISODIC_LAYER, super::DocInfo::episodic),
+            (SEMANTIC_LAYER, super::DocInfo::semantic),
+            (RESTRICTED, super::DocInfo::restricted),
+        ],
         16,
     )
 }
