@@ -360,6 +360,8 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
         // A private memory (the restricted bitmap is schema 15's too).
         let mut private = MemoryEntry::new(MemoryType::Episodic, "The user lives in Quito");
         private.visibility = soulmem::Visibility::Private;
+        // The one memory this important (schema 16 keeps a bitmap of them).
+        private.importance = 9;
         mem.add(private).expect("add");
         // A knowledge graph (its edges' identity index is schema 14's).
         let opts = soulmem::write::observe::ObserveOptions::default();
@@ -372,7 +374,15 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
     if version < 16 {
-        for name in ["episodic_layer", "semantic_layer"] {
+        for name in [
+            "episodic_layer",
+            "semantic_layer",
+            "importance_6_up",
+            "importance_7_up",
+            "importance_8_up",
+            "importance_9_up",
+            "importance_10_up",
+        ] {
             let bitmap: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new(name);
             assert!(txn.delete_table(bitmap).expect("drop bitmap"), "{name}");
         }
@@ -526,6 +536,12 @@ fn older_schemas_are_upgraded_on_open() {
                 ["The user lives in Porto in summer", "The user lives in Quito"],
                 "schema {version}"
             );
+            // The one memory of importance 9, walked on its bitmap.
+            let mut q = soulmem::RecallQuery::new("where does the user live");
+            q.min_importance = 9;
+            let hits = mem.recall(&q).expect("recall");
+            let found: Vec<&str> = hits.memories.iter().map(|m| m.content.as_str()).collect();
+            assert_eq!(found, ["The user lives in Quito"], "schema {version}");
             let mut q = soulmem::RecallQuery::new("where does the user live");
             q.user_id = Some("ana".into());
             let hits = mem.recall(&q).expect("recall");

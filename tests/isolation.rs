@@ -302,6 +302,9 @@ fn skipping_on_bits_never_changes_what_recall_returns() {
             (q.layer, q.types, q.scopes, q.min_importance) = (None, None, None, 0);
         }
         match i % 6 {
+            // The importance filters walked on their bitmaps, and one above
+            // every memory's.
+            0 => q.min_importance = 6 + i32::try_from(rng.below(6)).unwrap_or(0),
             1 => q.layer = Some("rare".into()),
             3 => q.types = Some(vec!["rare".into(), pick(&mut rng, LAYERS).to_owned()]),
             4 => (q.layer, q.types) = (None, Some(vec!["rare".into()])),
@@ -388,4 +391,41 @@ fn a_rare_layer_is_walked_past_the_other_layers() {
         assert_eq!(ids(&walked), ids(&checked));
         assert!(checked.trace.postings_read > 3000, "{}", checked.trace.postings_read);
     }
+}
+
+/// A `min_importance` filter of 6 or more walks its bitmap's set bits: the
+/// text search steps over every less important memory without scoring it or
+/// reading its record. Here the 30 important memories come after 3,000 others
+/// holding the same word.
+#[test]
+fn important_memories_are_walked_past_the_others() {
+    let mem = Memory::open_in_memory().expect("store");
+    let entry = |importance: u8, i: usize| {
+        let mut e = MemoryEntry::new(MemoryType::Episodic, format!("lake {} n{i}", WORDS[i % 18]));
+        e.visibility = Visibility::Public;
+        e.importance = importance;
+        e
+    };
+    for chunk in 0..3 {
+        mem.add_batch((0..1000).map(|i| entry(5, chunk * 1000 + i)).collect()).expect("episodes");
+    }
+    mem.add_batch((0..30).map(|i| entry(9, i)).collect()).expect("important ones");
+    for min in [6, 9] {
+        let mut q = RecallQuery::new("lake");
+        q.min_importance = min;
+        let walked = mem.recall(&q).expect("recall");
+        assert_eq!(walked.memories.len(), 10);
+        assert!(walked.memories.iter().all(|m| m.importance == 9));
+        assert!(walked.trace.postings_read < 600, "{min}: {}", walked.trace.postings_read);
+        q.explain = true;
+        let checked = mem.recall(&q).expect("recall");
+        let ids = |r: &soulmem::Recall| r.memories.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&walked), ids(&checked));
+        assert!(checked.trace.postings_read > 3000, "{}", checked.trace.postings_read);
+    }
+    let mut q = RecallQuery::new("lake");
+    q.min_importance = 11;
+    let none = mem.recall(&q).expect("recall");
+    assert!(none.memories.is_empty());
+    assert_eq!(none.trace.postings_read, 0);
 }

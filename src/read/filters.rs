@@ -300,6 +300,40 @@ impl crate::read::candidates::Allow for OwnerMembers {
 /// (`docs/PERFORMANCE.md`, session 50).
 pub const LAYER_WALK_SHARE: f64 = 0.125;
 
+/// The memories a `min_importance` filter of 6 or more keeps, walked on their
+/// bitmap's set bits (`storage::bitmap`): an [`crate::read::candidates::Allow`]
+/// that lets the text search step over every less important memory without
+/// scoring it or reading its record. Few memories are that important, and a
+/// search checking the records of those that would place scored nearly every
+/// memory holding the query's words before it had found enough.
+pub struct Important<'r>(
+    Option<crate::storage::bitmap::Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>>,
+);
+
+impl<'r> Important<'r> {
+    /// The memories `q`'s `min_importance` keeps in `r`, when it is 6 or more
+    /// (above 10: none); `None` below 6.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn of(r: &'r Reader, q: &RecallQuery) -> Result<Option<Self>> {
+        if q.min_importance > 10 {
+            return Ok(Some(Self(None)));
+        }
+        Ok(r.important(q.min_importance)?
+            .map(|bits| Self(Some(crate::storage::bitmap::Hidden::new(bits)))))
+    }
+}
+
+impl crate::read::candidates::Allow for Important<'_> {
+    fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
+        match &mut self.0 {
+            Some(bits) => bits.next_ge(d),
+            None => Ok(None),
+        }
+    }
+}
+
 /// The layers `q` keeps: its `layer`, or else its `types`; none when it keeps
 /// every layer.
 #[must_use]

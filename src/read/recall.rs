@@ -136,8 +136,9 @@ impl candidates::Skip for Skipped<'_> {
 /// `restricted_skipped`, outside its domain) or never meets (another user's,
 /// when `by_user` searches only the user's memories, or of another layer, when
 /// `layers_kept`: the search walks the filter's layers or skips the others on
-/// bits): no layer or type filter unless its layers are kept so, no
-/// importance or scope filter, and a
+/// bits, or less important, when `importance_walked`): no layer or type filter
+/// unless its layers are kept so, no importance filter unless walked, no
+/// scope filter, and a
 /// requester who sees every visibility (the soul itself) or none but public.
 /// Not for an explained recall, which skips nothing.
 fn skips_decide(
@@ -145,10 +146,11 @@ fn skips_decide(
     by_user: Option<&UserSearch>,
     restricted_skipped: bool,
     layers_kept: bool,
+    importance_walked: bool,
 ) -> bool {
     !q.explain
         && (layers_kept || (q.layer.is_none() && q.types.is_none()))
-        && q.min_importance <= 0
+        && (importance_walked || q.min_importance <= 0)
         && (q.requester_id.is_none() || restricted_skipped)
         && q.scopes.is_none()
         && match (&q.user_id, by_user) {
@@ -450,6 +452,11 @@ impl Memory {
             None if !q.explain => filters::LayerMembers::of(&r, q)?,
             _ => None,
         };
+        // A `min_importance` of 6 or more walks its bitmap likewise.
+        let mut important = match listed {
+            None if !q.explain => filters::Important::of(&r, q)?,
+            _ => None,
+        };
         // Layers too large to walk are kept on their bitmaps, when they all
         // have one.
         let mut kept = Vec::new();
@@ -470,6 +477,7 @@ impl Memory {
                 by_user.as_ref().map(|(_, s)| s),
                 none_restricted,
                 layers.is_some() || !kept.is_empty(),
+                important.is_some(),
             ) && (q.domain.is_none() || domain.is_some()),
             hidden,
             kept,
@@ -483,15 +491,23 @@ impl Memory {
                 || !skipped.kept.is_empty()
                 || skipped.domain.is_some())
             .then_some(&mut skipped as &mut dyn candidates::Skip);
-            let mut both;
-            let allow: Option<&mut dyn candidates::Allow> = match (&mut users, &mut layers) {
-                (Some(u), Some(l)) => {
-                    both = candidates::Meet(vec![u, l]);
-                    Some(&mut both)
+            let mut allows: Vec<&mut dyn candidates::Allow> = Vec::new();
+            if let Some(u) = &mut users {
+                allows.push(u);
+            }
+            if let Some(l) = &mut layers {
+                allows.push(l);
+            }
+            if let Some(i) = &mut important {
+                allows.push(i);
+            }
+            let mut all;
+            let allow: Option<&mut dyn candidates::Allow> = match allows.len() {
+                0 | 1 => allows.pop(),
+                _ => {
+                    all = candidates::Meet(allows);
+                    Some(&mut all)
                 }
-                (Some(u), None) => Some(u),
-                (None, Some(l)) => Some(l),
-                (None, None) => None,
             };
             match listed {
                 Some(l) => candidates::top_k_listed(&r, stats, k, l, skip, accept),

@@ -1,8 +1,9 @@
 //! Memories marked by one bit per docno: the superseded ones ([`SUPERSEDED`]),
 //! the withheld ones ([`WITHHELD`]: core memories and archived episodes,
 //! which no recall returns), the restricted ones ([`RESTRICTED`]: bonded
-//! and private, which only some requesters see), and those of the two layers
-//! the write path fills ([`EPISODIC_LAYER`], [`SEMANTIC_LAYER`]).
+//! and private, which only some requesters see), those of the two layers
+//! the write path fills ([`EPISODIC_LAYER`], [`SEMANTIC_LAYER`]), and those of
+//! importance at least 6, 7, 8, 9 and 10 ([`IMPORTANT`]).
 //!
 //! Recall leaves superseded memories out unless asked for them, and they stay in
 //! the postings (an old fact keeps its text). A user who restates a fact over
@@ -16,7 +17,9 @@
 //! narrow then knows that every memory its search keeps is one it returns
 //! (`read::candidates`). A `layer` or `types` filter keeping the episodic or
 //! semantic layer, or both, skips the other memories on theirs when the
-//! layers are too large to walk (`read::filters::LayerMembers`).
+//! layers are too large to walk (`read::filters::LayerMembers`), and a
+//! `min_importance` filter of 6 or more walks its bitmap's set bits
+//! ([`Hidden::next_ge`]).
 //!
 //! One row per [`CHUNK_DOCS`] docnos (a 4 KiB value), only for chunks holding a
 //! marked memory. The writer keeps each bit equal to what the memory's record
@@ -28,13 +31,14 @@
 //! [`RESTRICTED`]: super::schema::RESTRICTED
 //! [`EPISODIC_LAYER`]: super::schema::EPISODIC_LAYER
 //! [`SEMANTIC_LAYER`]: super::schema::SEMANTIC_LAYER
+//! [`IMPORTANT`]: super::schema::IMPORTANT
 
 use std::collections::HashMap;
 
 use redb::{ReadableTable, Table, TableDefinition};
 
 use super::DocInfo;
-use super::schema::{EPISODIC_LAYER, RESTRICTED, SEMANTIC_LAYER, SUPERSEDED, WITHHELD};
+use super::schema::{EPISODIC_LAYER, IMPORTANT, RESTRICTED, SEMANTIC_LAYER, SUPERSEDED, WITHHELD};
 use crate::error::{Error, Result};
 
 /// Which memories a bitmap marks, by their compact record.
@@ -45,13 +49,30 @@ pub type Bitmap = (TableDefinition<'static, u64, &'static [u8]>, Marker);
 
 /// Every bitmap the writer keeps equal to the records: the superseded memories
 /// (schema 9), the withheld and the restricted ones (schema 15), the episodic
-/// and the semantic layers' (schema 16).
-pub const BITMAPS: [Bitmap; 5] = [
+/// and the semantic layers', and the memories of importance at least 6 to 10
+/// (schema 16).
+pub const BITMAPS: [Bitmap; 10] = [
     (SUPERSEDED, superseded),
     (WITHHELD, DocInfo::withheld),
     (RESTRICTED, DocInfo::restricted),
     (EPISODIC_LAYER, DocInfo::episodic),
     (SEMANTIC_LAYER, DocInfo::semantic),
+    (IMPORTANT[0], DocInfo::important::<6>),
+    (IMPORTANT[1], DocInfo::important::<7>),
+    (IMPORTANT[2], DocInfo::important::<8>),
+    (IMPORTANT[3], DocInfo::important::<9>),
+    (IMPORTANT[4], DocInfo::important::<10>),
+];
+
+/// The bitmaps new in schema 16, which its upgrade writes.
+pub const SCHEMA_16: [Bitmap; 7] = [
+    (EPISODIC_LAYER, DocInfo::episodic),
+    (SEMANTIC_LAYER, DocInfo::semantic),
+    (IMPORTANT[0], DocInfo::important::<6>),
+    (IMPORTANT[1], DocInfo::important::<7>),
+    (IMPORTANT[2], DocInfo::important::<8>),
+    (IMPORTANT[3], DocInfo::important::<9>),
+    (IMPORTANT[4], DocInfo::important::<10>),
 ];
 
 /// Whether the record marks its memory superseded.
@@ -139,6 +160,49 @@ impl<'r, T: ReadableTable<u64, &'static [u8]>> Hidden<'r, T> {
         }
         Ok(self.last.as_ref().and_then(|(_, b)| b.as_ref()).is_some_and(|b| b[byte] & mask != 0))
     }
+
+    /// The smallest marked docno at or after `docno` (`None`: there is none).
+    /// Reads the row of `docno`'s chunk, then, past its last set bit, finds
+    /// the next stored row by a range read (rows exist only for chunks with a
+    /// bit set, so every row it reads holds one).
+    ///
+    /// # Errors
+    /// Storage errors; [`Error::Corrupted`] on a row of the wrong size.
+    pub fn next_ge(&mut self, docno: u64) -> Result<Option<u64>> {
+        let (mut chunk, mut from) = (docno / CHUNK_DOCS, docno % CHUNK_DOCS);
+        loop {
+            // Load the chunk's row as `contains` does.
+            self.contains(chunk.saturating_mul(CHUNK_DOCS))?;
+            if let Some(bits) = self.last.as_ref().and_then(|(_, b)| b.as_ref())
+                && let Some(at) = next_set(bits, from)
+            {
+                return Ok(Some(chunk * CHUNK_DOCS + at));
+            }
+            let after = chunk.saturating_add(1);
+            let next = match self.table.range(after..)?.next() {
+                Some(row) => row?.0.value(),
+                None => return Ok(None),
+            };
+            if next <= chunk {
+                return Ok(None);
+            }
+            (chunk, from) = (next, 0);
+        }
+    }
+}
+
+/// The first set bit of `bits` at or after bit `from`.
+fn next_set(bits: &[u8], from: u64) -> Option<u64> {
+    let start = usize::try_from(from / 8).ok()?;
+    let mut mask = 0xffu8 << (from % 8);
+    for (i, &byte) in bits.iter().enumerate().skip(start) {
+        let b = byte & mask;
+        if b != 0 {
+            return Some(i as u64 * 8 + u64::from(b.trailing_zeros()));
+        }
+        mask = 0xff;
+    }
+    None
 }
 
 /// A write transaction's view of the bitmap: rows are read once, changed in
@@ -207,6 +271,41 @@ impl Marks {
 mod tests {
     use super::*;
     use crate::storage::schema::SUPERSEDED;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `next_ge` finds the smallest marked docno at or after each target,
+        /// over chunks with and without rows, in any order of targets.
+        #[test]
+        fn next_ge_finds_the_next_mark(
+            marks in prop::collection::btree_set(0u64..6 * CHUNK_DOCS, 0..200),
+            near in prop::collection::vec((0usize..200, 0u64..3), 1..30),
+            far in prop::collection::vec(0u64..7 * CHUNK_DOCS, 1..30),
+        ) {
+            let db = redb::Database::builder()
+                .create_with_backend(redb::backends::InMemoryBackend::new())
+                .expect("db");
+            let txn = db.begin_write().expect("txn");
+            let marks: Vec<u64> = marks.into_iter().collect();
+            let mut t = txn.open_table(SUPERSEDED).expect("table");
+            let mut m = Marks::default();
+            for &d in &marks {
+                m.set(&t, d, true).expect("set");
+            }
+            m.write(&mut t).expect("write");
+            // Targets on and next to marks, and anywhere.
+            let mut targets: Vec<u64> = near
+                .iter()
+                .filter_map(|&(i, off)| marks.get(i % marks.len().max(1)).map(|d| d + off))
+                .collect();
+            targets.extend(far);
+            let mut h = Hidden::new(&t);
+            for t in targets {
+                let want = marks.iter().copied().find(|&d| d >= t);
+                prop_assert_eq!(h.next_ge(t).expect("next"), want, "target {}", t);
+            }
+        }
+    }
 
     #[test]
     fn marks_round_trip_through_the_table() {

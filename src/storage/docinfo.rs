@@ -139,6 +139,13 @@ impl DocInfo {
         self.visibility() != Visibility::Public
     }
 
+    /// Whether the memory's importance is at least `N`. Its bit in the
+    /// [`crate::storage::schema::IMPORTANT`] bitmap of `N` says the same.
+    #[must_use]
+    pub fn important<const N: u8>(&self) -> bool {
+        self.importance >= N
+    }
+
     /// Whether the memory is in the episodic layer. Its bit in the
     /// [`crate::storage::schema::EPISODIC_LAYER`] bitmap says the same.
     #[must_use]

@@ -54,6 +54,7 @@ pub struct Reader {
     restricted: OnceLock<ReadOnlyTable<u64, Bytes>>,
     episodic_layer: OnceLock<ReadOnlyTable<u64, Bytes>>,
     semantic_layer: OnceLock<ReadOnlyTable<u64, Bytes>>,
+    important: [OnceLock<ReadOnlyTable<u64, Bytes>>; 5],
     importance: OnceLock<ReadOnlyTable<ImportanceKey, ()>>,
     layer_order: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     context: OnceLock<ReadOnlyTable<u64, Str>>,
@@ -124,6 +125,7 @@ impl Reader {
             restricted: OnceLock::new(),
             episodic_layer: OnceLock::new(),
             semantic_layer: OnceLock::new(),
+            important: Default::default(),
             importance: OnceLock::new(),
             layer_order: OnceLock::new(),
             context: OnceLock::new(),
@@ -270,6 +272,18 @@ impl Reader {
             self.lazy(&self.semantic_layer, SEMANTIC_LAYER).map(Some)
         } else {
             Ok(None)
+        }
+    }
+
+    /// The bitmap of the memories of importance at least `min`, for `min` from
+    /// [`IMPORTANT_FROM`] to 10 (`storage::bitmap`).
+    pub(crate) fn important(&self, min: i32) -> Result<Option<&ReadOnlyTable<u64, Bytes>>> {
+        let Some(i) = usize::try_from(min - i32::from(IMPORTANT_FROM)).ok() else {
+            return Ok(None);
+        };
+        match (self.important.get(i), IMPORTANT.get(i)) {
+            (Some(table), Some(def)) => self.lazy(table, *def).map(Some),
+            _ => Ok(None),
         }
     }
 

@@ -661,8 +661,8 @@ pub(crate) fn upgrade_to_15(db: &redb::Database) -> Result<()> {
 }
 
 /// Upgrades a schema-15 store to schema 16: the bitmaps of the episodic and
-/// the semantic layers' memories ([`super::bitmap`]) are written from the
-/// `docs` records. The restricted memories' bits are set again on the way: a
+/// the semantic layers' memories and of the important ones
+/// ([`super::bitmap::SCHEMA_16`]) are written from the `docs` records. The restricted memories' bits are set again on the way: a
 /// store written by the first schema-15 build (95116a9, which had only the
 /// withheld bitmap) has none, and setting a bit that is set changes nothing.
 /// One transaction; nothing else changes.
@@ -670,15 +670,9 @@ pub(crate) fn upgrade_to_15(db: &redb::Database) -> Result<()> {
 /// # Errors
 /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
 pub(crate) fn upgrade_to_16(db: &redb::Database) -> Result<()> {
-    mark_from_records(
-        db,
-        &[
-            (EPISODIC_LAYER, super::DocInfo::episodic),
-            (SEMANTIC_LAYER, super::DocInfo::semantic),
-            (RESTRICTED, super::DocInfo::restricted),
-        ],
-        16,
-    )
+    let mut bitmaps = super::bitmap::SCHEMA_16.to_vec();
+    bitmaps.push((RESTRICTED, super::DocInfo::restricted));
+    mark_from_records(db, &bitmaps, 16)
 }
 
 /// Rewrites the graph's indexes (adjacency and active edges by identity) from

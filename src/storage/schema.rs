@@ -132,6 +132,22 @@ pub const EPISODIC_LAYER: TableDefinition<u64, &[u8]> = TableDefinition::new("ep
 /// [`EPISODIC_LAYER`].
 pub const SEMANTIC_LAYER: TableDefinition<u64, &[u8]> = TableDefinition::new("semantic_layer");
 
+/// The least importance with a bitmap in [`IMPORTANT`].
+pub const IMPORTANT_FROM: u8 = 6;
+
+/// `docno / 32768 → bitmap` of the memories of importance at least 6, 7, 8, 9
+/// and 10 (schema 16), one table each, laid out as [`SUPERSEDED`]. A
+/// `min_importance` filter of 6 or more walks its bitmap's set bits beside
+/// the postings (few memories are that important) instead of checking the
+/// records of the memories that would place.
+pub const IMPORTANT: [TableDefinition<u64, &[u8]>; 5] = [
+    TableDefinition::new("importance_6_up"),
+    TableDefinition::new("importance_7_up"),
+    TableDefinition::new("importance_8_up"),
+    TableDefinition::new("importance_9_up"),
+    TableDefinition::new("importance_10_up"),
+];
+
 /// `(layer, importance, created_at µs, docno) → ()`: eviction order.
 pub const IMPORTANCE: TableDefinition<(&str, u8, i64, u64), ()> =
     TableDefinition::new("importance");

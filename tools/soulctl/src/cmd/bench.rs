@@ -105,6 +105,9 @@ pub struct RecallArgs {
     /// in every query.
     #[arg(long, value_delimiter = ',')]
     types: Option<Vec<String>>,
+    /// Keep only memories of at least this importance, in every query.
+    #[arg(long, default_value_t = 0)]
+    min_importance: i32,
     /// Run durable observes in a second thread meanwhile (an agent serving several
     /// conversations).
     #[arg(long)]
@@ -313,14 +316,25 @@ fn timed_and_warm_up(corpus: &Corpus, n: usize) -> (Vec<SynthQuery>, Vec<SynthQu
     (queries, warm)
 }
 
-/// The recall of `q`, filtered by its user with `user`, and to the layers of
-/// `types` when given.
-fn recall_query(q: &SynthQuery, user: bool, types: Option<&[String]>) -> RecallQuery {
+/// The filters `bench recall` adds to every query.
+#[derive(Clone, Copy, Default)]
+struct Filters<'a> {
+    /// Filter each query by its user.
+    user: bool,
+    /// Only these layers.
+    types: Option<&'a [String]>,
+    /// Only memories of at least this importance.
+    min_importance: i32,
+}
+
+/// The recall of `q` with `filters`.
+fn recall_query(q: &SynthQuery, filters: Filters<'_>) -> RecallQuery {
     let mut rq = RecallQuery::new(&q.text);
-    if user {
+    if filters.user {
         rq.user_id = Some(q.user_id.clone());
     }
-    rq.types = types.map(<[String]>::to_vec);
+    rq.types = filters.types.map(<[String]>::to_vec);
+    rq.min_importance = filters.min_importance;
     rq
 }
 
@@ -350,19 +364,16 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
         queries.retain(|q| q.kind == kind);
         anyhow::ensure!(!queries.is_empty(), "no query of kind {kind}");
     }
+    let filters =
+        Filters { user: a.user, types: a.types.as_deref(), min_importance: a.min_importance };
     for q in &warm {
-        mem.recall(&recall_query(q, a.user, a.types.as_deref()))?;
+        mem.recall(&recall_query(q, filters))?;
     }
     let mut by_kind: std::collections::BTreeMap<&str, (Vec<f64>, u64)> = Default::default();
     let mut all: Vec<f64> = Vec::new();
     let pb = bar((queries.len() * a.repeat) as u64, "recall".into());
     let mut next = mem.count()?;
-    let load = Load {
-        repeat: a.repeat,
-        user: a.user,
-        types: a.types.as_deref(),
-        pace_ms: a.concurrent.then_some(a.pace_ms),
-    };
+    let load = Load { repeat: a.repeat, filters, pace_ms: a.concurrent.then_some(a.pace_ms) };
     let mut written = Ok(());
     let mut timed = 0usize;
     let mut got = time_concurrent(&mem, &corpus, &queries, &mut next, &load, &pb, |q, e, r| {
@@ -634,10 +645,8 @@ struct Concurrent {
 struct Load<'a> {
     /// Passes over the queries.
     repeat: usize,
-    /// Filter each query by its user.
-    user: bool,
-    /// Filter each query to these layers.
-    types: Option<&'a [String]>,
+    /// The filters of each query.
+    filters: Filters<'a>,
     /// With a second thread observing, milliseconds it waits after each observe.
     pace_ms: Option<u64>,
 }
@@ -654,7 +663,7 @@ fn time_concurrent(
     pb: &ProgressBar,
     mut each: impl FnMut(&SynthQuery, f64, &soulmem::Recall),
 ) -> anyhow::Result<Concurrent> {
-    let Load { repeat, user, types, pace_ms } = *load;
+    let Load { repeat, filters, pace_ms } = *load;
     let stop = std::sync::atomic::AtomicBool::new(false);
     let start = *next;
     std::thread::scope(|scope| -> anyhow::Result<Concurrent> {
@@ -674,7 +683,7 @@ fn time_concurrent(
         let mut run = || -> anyhow::Result<()> {
             for _ in 0..repeat {
                 for q in queries {
-                    let rq = recall_query(q, user, types);
+                    let rq = recall_query(q, filters);
                     let t = Instant::now();
                     let r = mem.recall(&rq)?;
                     let e = ms(t.elapsed());
@@ -1060,7 +1069,11 @@ fn measure_once(
     let mut by_user = Vec::new();
     let mut user_empty = 0usize;
     for q in queries {
-        by_user.push(recall(&recall_query(q, true, None), &mut user_empty, &mut 0)?);
+        by_user.push(recall(
+            &recall_query(q, Filters { user: true, ..Filters::default() }),
+            &mut user_empty,
+            &mut 0,
+        )?);
         pb.inc(1);
     }
     let mut by_domain = Vec::new();
@@ -1131,7 +1144,7 @@ fn measure_once(
 
     // Recall while another thread observes (paced, durable).
     let pb = bar(queries.len() as u64, format!("concurrent {n}"));
-    let load = Load { repeat: 1, user: false, types: None, pace_ms: Some(CONCURRENT_PACE_MS) };
+    let load = Load { repeat: 1, filters: Filters::default(), pace_ms: Some(CONCURRENT_PACE_MS) };
     let mut got = time_concurrent(&mem, corpus, queries, &mut next, &load, &pb, |_, _, _| {})?;
     pb.finish_and_clear();
     row.insert("recall_concurrent_p50_ms".into(), round3(quantile(&mut got.recalls, 0.5)));
