@@ -137,10 +137,9 @@ impl candidates::Skip for Skipped<'_> {
 /// when `by_user` searches only the user's memories, or of another layer, when
 /// `layers_kept`: the search walks the filter's layers or skips the others on
 /// bits, or less important, when `importance_walked`): no layer or type filter
-/// unless its layers are kept so, no importance filter unless walked, no
-/// scope filter, and a
-/// requester who sees every visibility (the soul itself) or none but public.
-/// Not for an explained recall, which skips nothing.
+/// unless its layers are kept so, no importance filter unless walked, no scope
+/// filter, and a requester who sees every visibility (the soul itself) or none
+/// but public. Not for an explained recall, which skips nothing.
 fn skips_decide(
     q: &RecallQuery,
     by_user: Option<&UserSearch>,

@@ -483,7 +483,8 @@ impl Store {
                         rebuild::upgrade_to_15(&db)?;
                     }
                     if found < 16 {
-                        // Schema 16 adds the episodic and semantic layers' bitmaps.
+                        // Schema 16 adds the bitmaps of the episodic and semantic
+                        // layers and of the important memories.
                         rebuild::upgrade_to_16(&db)?;
                     }
                 }

@@ -662,10 +662,11 @@ pub(crate) fn upgrade_to_15(db: &redb::Database) -> Result<()> {
 
 /// Upgrades a schema-15 store to schema 16: the bitmaps of the episodic and
 /// the semantic layers' memories and of the important ones
-/// ([`super::bitmap::SCHEMA_16`]) are written from the `docs` records. The restricted memories' bits are set again on the way: a
-/// store written by the first schema-15 build (95116a9, which had only the
-/// withheld bitmap) has none, and setting a bit that is set changes nothing.
-/// One transaction; nothing else changes.
+/// ([`super::bitmap::SCHEMA_16`]) are written from the `docs` records. The
+/// restricted memories' bits are set again on the way: a store written by the
+/// first schema-15 build (95116a9, which had only the withheld bitmap) has
+/// none, and setting a bit that is set changes nothing. One transaction;
+/// nothing else changes.
 ///
 /// # Errors
 /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
