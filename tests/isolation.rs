@@ -359,38 +359,57 @@ fn filters_hold_on_a_small_adversarial_store() {
 /// the walk decodes only the blocks that hold them.
 #[test]
 fn a_rare_layer_is_walked_past_the_other_layers() {
-    let mem = Memory::open_in_memory().expect("store");
-    let entry = |kind: MemoryType, i: usize| {
-        let mut e = MemoryEntry::new(kind, format!("lake {} n{i}", WORDS[i % WORDS.len()]));
-        e.visibility = Visibility::Public;
-        e
+    let rare = |e: &mut MemoryEntry| {
+        e.kind = MemoryType::Procedural;
+        e.layer = "procedural".into();
     };
-    for chunk in 0..3 {
-        let many = (0..1000).map(|i| entry(MemoryType::Episodic, chunk * 1000 + i)).collect();
-        mem.add_batch(many).expect("episodes");
-    }
-    mem.add_batch((0..30).map(|i| entry(MemoryType::Procedural, i)).collect()).expect("procedures");
+    let mem = few_after_many(rare);
     for (layer, types) in [(Some("procedural"), None), (None, Some(vec!["procedural".to_owned()]))]
     {
         let mut q = RecallQuery::new("lake");
         q.layer = layer.map(str::to_owned);
         q.types = types;
-        let walked = mem.recall(&q).expect("recall");
-        assert_eq!(walked.memories.len(), 10);
-        assert!(walked.memories.iter().all(|m| m.layer == "procedural"));
-        assert!(
-            walked.trace.postings_read < 600,
-            "{q:?}: {} postings decoded",
-            walked.trace.postings_read
-        );
-        // An explained recall walks nothing (its trace says why each memory was
-        // dropped) and returns the same memories.
-        q.explain = true;
-        let checked = mem.recall(&q).expect("recall");
-        let ids = |r: &soulmem::Recall| r.memories.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
-        assert_eq!(ids(&walked), ids(&checked));
-        assert!(checked.trace.postings_read > 3000, "{}", checked.trace.postings_read);
+        let walked = walked_as_checked(&mem, q);
+        assert!(walked.iter().all(|m| m.layer == "procedural"));
     }
+}
+
+/// A store of 3,000 episodes holding "lake", then 30 more changed by `few`.
+fn few_after_many(few: impl Fn(&mut MemoryEntry)) -> Memory {
+    let mem = Memory::open_in_memory().expect("store");
+    let entry = |i: usize| {
+        let mut e = MemoryEntry::new(MemoryType::Episodic, format!("lake {} n{i}", WORDS[i % 18]));
+        e.visibility = Visibility::Public;
+        e.importance = 5;
+        e
+    };
+    for chunk in 0..3 {
+        mem.add_batch((0..1000).map(|i| entry(chunk * 1000 + i)).collect()).expect("episodes");
+    }
+    let few: Vec<MemoryEntry> = (0..30)
+        .map(|i| {
+            let mut e = entry(i);
+            few(&mut e);
+            e
+        })
+        .collect();
+    mem.add_batch(few).expect("the few");
+    mem
+}
+
+/// Recalls `q` on a [`few_after_many`] store: ten memories, found with few
+/// postings decoded, the same (and in the same order) as an explained recall
+/// finds, which walks nothing and checks every record it meets.
+fn walked_as_checked(mem: &Memory, mut q: RecallQuery) -> Vec<MemoryEntry> {
+    let walked = mem.recall(&q).expect("recall");
+    assert_eq!(walked.memories.len(), 10);
+    assert!(walked.trace.postings_read < 600, "{q:?}: {} postings", walked.trace.postings_read);
+    q.explain = true;
+    let checked = mem.recall(&q).expect("recall");
+    let ids = |r: &soulmem::Recall| r.memories.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&walked), ids(&checked));
+    assert!(checked.trace.postings_read > 3000, "{}", checked.trace.postings_read);
+    walked.memories
 }
 
 /// A `min_importance` filter of 6 or more walks its bitmap's set bits: the
@@ -399,29 +418,11 @@ fn a_rare_layer_is_walked_past_the_other_layers() {
 /// holding the same word.
 #[test]
 fn important_memories_are_walked_past_the_others() {
-    let mem = Memory::open_in_memory().expect("store");
-    let entry = |importance: u8, i: usize| {
-        let mut e = MemoryEntry::new(MemoryType::Episodic, format!("lake {} n{i}", WORDS[i % 18]));
-        e.visibility = Visibility::Public;
-        e.importance = importance;
-        e
-    };
-    for chunk in 0..3 {
-        mem.add_batch((0..1000).map(|i| entry(5, chunk * 1000 + i)).collect()).expect("episodes");
-    }
-    mem.add_batch((0..30).map(|i| entry(9, i)).collect()).expect("important ones");
+    let mem = few_after_many(|e| e.importance = 9);
     for min in [6, 9] {
         let mut q = RecallQuery::new("lake");
         q.min_importance = min;
-        let walked = mem.recall(&q).expect("recall");
-        assert_eq!(walked.memories.len(), 10);
-        assert!(walked.memories.iter().all(|m| m.importance == 9));
-        assert!(walked.trace.postings_read < 600, "{min}: {}", walked.trace.postings_read);
-        q.explain = true;
-        let checked = mem.recall(&q).expect("recall");
-        let ids = |r: &soulmem::Recall| r.memories.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
-        assert_eq!(ids(&walked), ids(&checked));
-        assert!(checked.trace.postings_read > 3000, "{}", checked.trace.postings_read);
+        assert!(walked_as_checked(&mem, q).iter().all(|m| m.importance == 9));
     }
     let mut q = RecallQuery::new("lake");
     q.min_importance = 11;
