@@ -49,12 +49,8 @@ pub struct Reader {
     user_terms: OnceLock<ReadOnlyTable<(Str, u64), Bytes>>,
     rowless: OnceLock<ReadOnlyTable<Str, ()>>,
     posting_tail: OnceLock<ReadOnlyTable<u64, Bytes>>,
-    superseded: OnceLock<ReadOnlyTable<u64, Bytes>>,
-    withheld: OnceLock<ReadOnlyTable<u64, Bytes>>,
-    restricted: OnceLock<ReadOnlyTable<u64, Bytes>>,
-    episodic_layer: OnceLock<ReadOnlyTable<u64, Bytes>>,
-    semantic_layer: OnceLock<ReadOnlyTable<u64, Bytes>>,
-    important: [OnceLock<ReadOnlyTable<u64, Bytes>>; 5],
+    /// The bitmaps, in [`super::bitmap::BITMAPS`]' order.
+    bitmaps: [OnceLock<ReadOnlyTable<u64, Bytes>>; super::bitmap::BITMAPS.len()],
     importance: OnceLock<ReadOnlyTable<ImportanceKey, ()>>,
     layer_order: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     context: OnceLock<ReadOnlyTable<u64, Str>>,
@@ -120,12 +116,7 @@ impl Reader {
             user_terms: OnceLock::new(),
             rowless: OnceLock::new(),
             posting_tail: OnceLock::new(),
-            superseded: OnceLock::new(),
-            withheld: OnceLock::new(),
-            restricted: OnceLock::new(),
-            episodic_layer: OnceLock::new(),
-            semantic_layer: OnceLock::new(),
-            important: Default::default(),
+            bitmaps: Default::default(),
             importance: OnceLock::new(),
             layer_order: OnceLock::new(),
             context: OnceLock::new(),
@@ -248,28 +239,40 @@ impl Reader {
         self.lazy(&self.posting_tail, POSTING_TAIL)
     }
 
+    /// The bitmap `def`, one of [`super::bitmap::BITMAPS`].
+    fn bitmap(
+        &self,
+        def: TableDefinition<'static, u64, Bytes>,
+    ) -> Result<&ReadOnlyTable<u64, Bytes>> {
+        let at = super::bitmap::BITMAPS.iter().position(|(d, _)| d.name() == def.name());
+        match at.and_then(|i| self.bitmaps.get(i)) {
+            Some(table) => self.lazy(table, def),
+            None => Err(crate::Error::Corrupted(format!("{} is not a bitmap", def.name()))),
+        }
+    }
+
     /// The superseded-memories bitmap (`storage::bitmap`).
     pub(crate) fn superseded(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
-        self.lazy(&self.superseded, SUPERSEDED)
+        self.bitmap(SUPERSEDED)
     }
 
     /// The withheld-memories bitmap (core and archived; `storage::bitmap`).
     pub(crate) fn withheld(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
-        self.lazy(&self.withheld, WITHHELD)
+        self.bitmap(WITHHELD)
     }
 
     /// The restricted-memories bitmap (not public; `storage::bitmap`).
     pub(crate) fn restricted(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
-        self.lazy(&self.restricted, RESTRICTED)
+        self.bitmap(RESTRICTED)
     }
 
     /// The bitmap of `layer`'s memories, for the layers that have one (the
     /// episodic and the semantic: `storage::bitmap`).
     pub(crate) fn layer_bits(&self, layer: &str) -> Result<Option<&ReadOnlyTable<u64, Bytes>>> {
         if layer == crate::model::MemoryType::Episodic.as_str() {
-            self.lazy(&self.episodic_layer, EPISODIC_LAYER).map(Some)
+            self.bitmap(EPISODIC_LAYER).map(Some)
         } else if layer == crate::model::MemoryType::Semantic.as_str() {
-            self.lazy(&self.semantic_layer, SEMANTIC_LAYER).map(Some)
+            self.bitmap(SEMANTIC_LAYER).map(Some)
         } else {
             Ok(None)
         }
@@ -281,10 +284,7 @@ impl Reader {
         let Some(i) = usize::try_from(min - i32::from(IMPORTANT_FROM)).ok() else {
             return Ok(None);
         };
-        match (self.important.get(i), IMPORTANT.get(i)) {
-            (Some(table), Some(def)) => self.lazy(table, *def).map(Some),
-            _ => Ok(None),
-        }
+        IMPORTANT.get(i).map(|def| self.bitmap(*def)).transpose()
     }
 
     /// The importance index.
