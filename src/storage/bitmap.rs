@@ -133,8 +133,7 @@ pub struct Hidden<'r, T: ReadableTable<u64, &'static [u8]>> {
 }
 
 impl<'r, T: ReadableTable<u64, &'static [u8]>> Hidden<'r, T> {
-    /// Over `table` (a snapshot's [`super::schema::SUPERSEDED`],
-    /// [`super::schema::WITHHELD`] or [`super::schema::RESTRICTED`]).
+    /// Over `table` (a snapshot's table of one of [`BITMAPS`]).
     pub fn new(table: &'r T) -> Self {
         Self { table, rows: foldhash::HashMap::default(), last: None }
     }
