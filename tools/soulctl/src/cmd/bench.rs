@@ -247,7 +247,7 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     let mut slowest: Vec<(usize, f64)> = single.each.iter().copied().enumerate().collect();
     slowest.sort_by(|x, y| y.1.total_cmp(&x.1));
     slowest.truncate(3);
-    println!(
+    outln!(
         "ingest_per_s {:.0}  ingest_per_cpu_s {:.0}  observe_p50_ms {:.3}  observe_p99_ms {:.3}  observe_mean_ms {:.3}  observe_max_ms {:.3}  recall_after_observe_p50_ms {:.3}",
         done as f64 / spent.as_secs_f64().max(1e-9),
         done as f64 / cpu.as_secs_f64().max(1e-3),
@@ -259,33 +259,34 @@ fn ingest_only(a: &IngestArgs) -> anyhow::Result<ExitCode> {
     );
     if !slowest.is_empty() {
         let list: Vec<String> = slowest.iter().map(|(i, t)| format!("#{i} {t:.1} ms")).collect();
-        println!("slowest single observes: {}", list.join(", "));
+        outln!("slowest single observes: {}", list.join(", "));
     }
     if a.merge_tail_at.is_some() {
-        println!(
+        outln!(
             "idle_tail_merges {}  idle_tail_merge_max_ms {:.3}",
             single.merges.len(),
             single.merges.iter().copied().fold(0.0, f64::max)
         );
     }
-    print_phases("per batch (ms)", &phases, a.batches as u64, 1);
+    print_phases("per batch (ms)", &phases, a.batches as u64, 1)?;
     // The single observes' transactions (the access writer's, which stores the
     // rounds' recalls' access records, are not counted).
-    print_phases("per single observe (ms, mean)", &singles, singles.transactions, 3);
+    print_phases("per single observe (ms, mean)", &singles, singles.transactions, 3)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Prints where `count` transactions spent their time (`t`), each phase's mean in
 /// ms with `digits` decimals.
-fn print_phases(label: &str, t: &WriteTimings, count: u64, digits: usize) {
+fn print_phases(label: &str, t: &WriteTimings, count: u64, digits: usize) -> anyhow::Result<()> {
     let per = |d: Duration| ms(d) / count.max(1) as f64;
-    println!(
+    outln!(
         "{label}: lock and begin {:.digits$}  observe steps {:.digits$}  buffered writes {:.digits$}  commit {:.digits$}",
         per(t.begin),
         per(t.work),
         per(t.flush),
         per(t.commit)
     );
+    Ok(())
 }
 
 /// A copy of the kept `store` beside it, with extension `ext`, for a run to write.
@@ -401,20 +402,20 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     let _ = soulmem::storage::remove_store(&copy);
     if a.concurrent {
         let n = got.observes.len();
-        println!(
+        outln!(
             "observes meanwhile: {n}, p50 {:.3} ms, p99 {:.3} ms",
             quantile(&mut got.observes, 0.5),
             quantile(&mut got.observes, 0.99)
         );
     }
-    println!("| kind | p50_ms | p99_ms | postings_per_recall |");
-    println!("|---|---:|---:|---:|");
+    outln!("| kind | p50_ms | p99_ms | postings_per_recall |");
+    outln!("|---|---:|---:|---:|");
     for (kind, (mut v, postings)) in by_kind {
         let n = v.len().max(1) as u64;
         let (p50, p99) = (quantile(&mut v, 0.5), quantile(&mut v, 0.99));
-        println!("| {kind} | {p50:.3} | {p99:.3} | {} |", postings / n);
+        outln!("| {kind} | {p50:.3} | {p99:.3} | {} |", postings / n);
     }
-    println!("| all | {:.3} | {:.3} | |", quantile(&mut all, 0.5), quantile(&mut all, 0.99));
+    outln!("| all | {:.3} | {:.3} | |", quantile(&mut all, 0.5), quantile(&mut all, 0.99));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -462,7 +463,7 @@ fn scale(a: ScaleArgs, baselines: Option<&dyn Baselines>) -> anyhow::Result<Exit
     }
     let sizes: Vec<Value> = rows.into_iter().map(Value::Object).collect();
     let out = json!({ "machine": machine(), "command": std::env::args().collect::<Vec<_>>().join(" "), "users": a.users, "sizes": sizes });
-    print_table(&out);
+    print_table(&out)?;
     if let Some(p) = &a.json {
         std::fs::write(p, serde_json::to_string_pretty(&out)? + "\n")
             .with_context(|| format!("writing {}", p.display()))?;
@@ -1444,15 +1445,16 @@ fn print_row(row: &Map<String, Value>) {
     eprintln!("{}", serde_json::to_string(row).unwrap_or_default());
 }
 
-fn print_table(out: &Value) {
+fn print_table(out: &Value) -> anyhow::Result<()> {
     let empty = Vec::new();
     let rows = out["sizes"].as_array().unwrap_or(&empty);
-    println!("| {} |", COLUMNS.join(" | "));
-    println!("|{}|", COLUMNS.iter().map(|_| "---:").collect::<Vec<_>>().join("|"));
+    outln!("| {} |", COLUMNS.join(" | "));
+    outln!("|{}|", COLUMNS.iter().map(|_| "---:").collect::<Vec<_>>().join("|"));
     for r in rows {
         let cells: Vec<String> = COLUMNS.iter().map(|c| cell(r.get(*c))).collect();
-        println!("| {} |", cells.join(" | "));
+        outln!("| {} |", cells.join(" | "));
     }
+    Ok(())
 }
 
 #[cfg(test)]

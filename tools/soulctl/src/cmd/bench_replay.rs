@@ -92,7 +92,7 @@ pub fn scenario(a: &ScenarioArgs) -> anyhow::Result<ExitCode> {
     }
     pb.finish_and_clear();
     out.flush().with_context(|| format!("writing {}", a.out.display()))?;
-    println!("{} ops written to {}", a.exchanges + a.queries as u64, a.out.display());
+    outln!("{} ops written to {}", a.exchanges + a.queries as u64, a.out.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -170,15 +170,15 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("removing {}", path.display()))?;
     }
 
-    println!("| op | count | errors | p50_ms | p99_ms | mean_ms | total_s |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    outln!("| op | count | errors | p50_ms | p99_ms | mean_ms | total_s |");
+    outln!("|---|---:|---:|---:|---:|---:|---:|");
     let mut ops = Map::new();
     for (op, mut t) in by_op {
         let n = t.each.len();
         let sum: f64 = t.each.iter().sum();
         let (p50, p99) = (quantile(&mut t.each, 0.5), quantile(&mut t.each, 0.99));
         let mean = sum / n.max(1) as f64;
-        println!(
+        outln!(
             "| {op} | {n} | {} | {p50:.3} | {p99:.3} | {mean:.3} | {:.2} |",
             t.errors,
             sum / 1e3
@@ -189,7 +189,7 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<ExitCode> {
                    "mean_ms": mean, "total_s": sum / 1e3}),
         );
     }
-    println!("{} ops in {total_s:.2} s", lines.len());
+    outln!("{} ops in {total_s:.2} s", lines.len());
     if let Some(file) = json_out {
         let doc = json!({
             "engine": format!("soulmem {}", env!("CARGO_PKG_VERSION")),

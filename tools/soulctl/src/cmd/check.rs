@@ -18,7 +18,7 @@ pub fn run(db: Option<PathBuf>, _args: Args) -> anyhow::Result<ExitCode> {
     let pb = super::progress::bar(work, "checking");
     let report = mem.check(|n| pb.set_position(n))?;
     pb.finish_and_clear();
-    println!(
+    outln!(
         "{}: {} entries, {} index rows checked in {:.2} s",
         path.display(),
         report.entries,
@@ -26,13 +26,13 @@ pub fn run(db: Option<PathBuf>, _args: Args) -> anyhow::Result<ExitCode> {
         start.elapsed().as_secs_f64()
     );
     if report.is_ok() {
-        println!("ok: every index matches the entries");
+        outln!("ok: every index matches the entries");
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} problems:", report.problems.len());
+    outln!("{} problems:", report.problems.len());
     for p in &report.problems {
-        println!("  {p}");
+        outln!("  {p}");
     }
-    println!("run `soulctl reindex --db {}` to rebuild the indexes", path.display());
+    outln!("run `soulctl reindex --db {}` to rebuild the indexes", path.display());
     Ok(ExitCode::from(1))
 }

@@ -19,7 +19,7 @@ pub fn run(db: Option<PathBuf>, _args: Args) -> anyhow::Result<ExitCode> {
     })?;
     pb.finish_and_clear();
     let mb = |b: u64| b as f64 / 1e6;
-    println!(
+    outln!(
         "compacted {}: {} tables ({} rows) rewritten in key order; file {:.1} MB -> {:.1} MB in {:.2} s",
         path.display(),
         report.tables,

@@ -39,12 +39,12 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("removing old {}", path.display()))?;
     }
     let mem = Memory::open(&path).with_context(|| format!("opening {}", path.display()))?;
-    println!("soulmem demo: store {} (profile {})\n", path.display(), mem.profile().as_str());
+    outln!("soulmem demo: store {} (profile {})\n", path.display(), mem.profile().as_str());
     let opts = ObserveOptions { user_id: Some("alice".into()), ..ObserveOptions::default() };
     for (user, agent) in CONVERSATION {
         let r = mem.observe_pair(user, agent, &opts)?;
-        println!("observe  {user:?}");
-        println!(
+        outln!("observe  {user:?}");
+        outln!(
             "         significance {:.2}{}  mood {} (valence {:+.2})",
             r.significance,
             if r.episodic_id.is_some() { ", stored as an episode" } else { ", not stored" },
@@ -52,35 +52,35 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
             r.somatic.valence
         );
         for f in &r.facts {
-            println!("         + fact: {}", f.content);
+            outln!("         + fact: {}", f.content);
         }
         for s in &r.superseded {
-            println!("         - superseded: {} ({})", s.content, s.cause);
+            outln!("         - superseded: {} ({})", s.content, s.cause);
         }
         if !r.entities.is_empty() {
             let names: Vec<String> =
                 r.entities.iter().map(|e| format!("{} ({})", e.name, e.entity_type)).collect();
-            println!("         entities: {}", names.join(", "));
+            outln!("         entities: {}", names.join(", "));
         }
     }
-    println!("\nwhat it now remembers (active facts):");
+    outln!("\nwhat it now remembers (active facts):");
     for f in mem.facts(false)? {
-        println!("  - {}", f.content);
+        outln!("  - {}", f.content);
     }
     let old: Vec<String> =
         mem.facts(true)?.into_iter().filter(|f| f.is_superseded()).map(|f| f.content).collect();
     if !old.is_empty() {
-        println!("kept but superseded: {}", old.join("; "));
+        outln!("kept but superseded: {}", old.join("; "));
     }
     for q in QUERIES {
         let mut query = RecallQuery::new(*q);
         query.limit = 3;
         query.user_id = Some("alice".into());
         let res = mem.recall(&query)?;
-        println!("\nrecall {q:?}");
+        outln!("\nrecall {q:?}");
         for (m, parts) in res.memories.iter().zip(res.trace.candidates.iter()) {
             let s = parts.score.clone().unwrap_or_default();
-            println!(
+            outln!(
                 "  {:>6.3}  {}   [base {:.2}, spread {:.2}, emotion {:.2}, via {}]",
                 s.total,
                 m.content.replace('\n', " / "),
@@ -92,7 +92,7 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let stats = mem.stats()?;
-    println!(
+    outln!(
         "\n{} memories in {} ({} index rows)",
         stats.memories,
         path.display(),

@@ -26,36 +26,36 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     let mem = super::open_existing(&path)?;
     if let Some(name) = &args.entity {
         let r = mem.forget_entity(name)?;
-        println!(
+        outln!(
             "deleted {} memories, {} graph edges, {} nodes",
             r.deleted.len(),
             r.edges_removed,
             r.nodes_removed
         );
         for (layer, id) in &r.deleted {
-            println!("  {layer} {id}");
+            outln!("  {layer} {id}");
         }
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(ts) = &args.before {
         let at = soulmem::model::time::parse_timestamp(ts).map_err(anyhow::Error::msg)?;
         let r = mem.forget_before(at)?;
-        println!("deleted {}", r.total());
+        outln!("deleted {}", r.total());
         for (layer, id) in &r.deleted {
-            println!("  {layer} {id}");
+            outln!("  {layer} {id}");
         }
         return Ok(ExitCode::SUCCESS);
     }
     match (args.query, args.id) {
         (_, Some(id)) => {
             let gone = mem.remove(&id)?;
-            println!("{}", if gone { "deleted 1" } else { "deleted 0 (no such id)" });
+            outln!("{}", if gone { "deleted 1" } else { "deleted 0 (no such id)" });
         }
         (Some(q), None) => {
             let r = mem.forget(&q)?;
-            println!("deleted {}", r.total());
+            outln!("deleted {}", r.total());
             for (layer, id) in &r.deleted {
-                println!("  {layer} {id}");
+                outln!("  {layer} {id}");
             }
         }
         (None, None) => anyhow::bail!("give a query, --id, --entity or --before"),

@@ -94,7 +94,10 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
         if batch.is_empty() {
             if last && unsynced > 0 {
                 mem.sync()?;
-                pb.suspend(|| println!("committed {consumed}"));
+                pb.suspend(|| -> anyhow::Result<()> {
+                    outln!("committed {consumed}");
+                    Ok(())
+                })?;
             }
             return Ok(());
         }
@@ -107,7 +110,10 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
         pb.set_position(consumed);
         if sync {
             unsynced = 0;
-            pb.suspend(|| println!("committed {}", k - base));
+            pb.suspend(|| -> anyhow::Result<()> {
+                outln!("committed {}", k - base);
+                Ok(())
+            })?;
         }
         Ok(())
     };

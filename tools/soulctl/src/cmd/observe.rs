@@ -27,6 +27,6 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
     let mem = super::open_for_command(&super::require_db(db)?)?;
     let opts = ObserveOptions { user_id: args.user_id, domain: args.domain };
     let report = mem.observe_pair(&args.user, &args.agent, &opts)?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    outln!("{}", serde_json::to_string_pretty(&report)?);
     Ok(ExitCode::SUCCESS)
 }

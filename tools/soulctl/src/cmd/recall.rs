@@ -67,11 +67,11 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
             "scores": res.scores,
             "trace": res.trace,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
     for (i, (m, s)) in res.memories.iter().zip(&res.scores).enumerate() {
-        println!(
+        outln!(
             "{:>2}. {s:>7.3}  [{}:{}] {}",
             i + 1,
             m.layer,
@@ -80,7 +80,7 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     if args.explain {
-        println!(
+        outln!(
             "\nterms: {}",
             res.trace
                 .terms
@@ -90,19 +90,18 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
                 .join(", ")
         );
         for (e, rel) in &res.trace.graph {
-            println!("graph: {e} -> {}", rel.join(", "));
+            outln!("graph: {e} -> {}", rel.join(", "));
         }
-        println!("postings read: {}", res.trace.postings_read);
+        outln!("postings read: {}", res.trace.postings_read);
         for c in &res.trace.candidates {
             match (&c.dropped_by, &c.score) {
-                (Some(why), Some(s)) => println!(
-                    "  {} {:<12} total {:.3} not returned ({why})",
-                    c.id, c.source, s.total
-                ),
-                (Some(why), None) => {
-                    println!("  {} {:<12} dropped by filter {why}", c.id, c.source)
+                (Some(why), Some(s)) => {
+                    outln!("  {} {:<12} total {:.3} not returned ({why})", c.id, c.source, s.total)
                 }
-                (None, Some(s)) => println!(
+                (Some(why), None) => {
+                    outln!("  {} {:<12} dropped by filter {why}", c.id, c.source)
+                }
+                (None, Some(s)) => outln!(
                     "  {} {:<12} rank {} total {:.3} = base {:.3} + 2*spread {:.3} + 0.5*emotion {:.3} + sig {:.3} + sal {:.3} + pers {:.3} (bm25 {:.2})",
                     c.id,
                     c.source,
@@ -117,11 +116,11 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
                     c.bm25
                 ),
                 (None, None) => {
-                    println!("  {} {:<12} rank {}", c.id, c.source, c.rank.unwrap_or(0) + 1)
+                    outln!("  {} {:<12} rank {}", c.id, c.source, c.rank.unwrap_or(0) + 1)
                 }
             }
             if !c.content_terms.is_empty() || !c.context_terms.is_empty() {
-                println!(
+                outln!(
                     "      matched in content: [{}]; only in conversation context: [{}]",
                     c.content_terms.join(", "),
                     c.context_terms.join(", ")

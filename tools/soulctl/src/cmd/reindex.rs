@@ -17,20 +17,20 @@ pub fn run(db: Option<PathBuf>, _args: Args) -> anyhow::Result<ExitCode> {
     let pb = super::progress::bar(mem.count()?, "reindexing");
     let report = mem.reindex(|n| pb.set_position(n))?;
     pb.finish_and_clear();
-    println!(
+    outln!(
         "reindexed {} entries from {} tables in {:.2} s",
         report.entries,
         report.tables,
         start.elapsed().as_secs_f64()
     );
     for p in &report.problems {
-        println!("  warning: {p}");
+        outln!("  warning: {p}");
     }
     drop(mem);
     // The old index pages are free inside the file, which does not shrink.
     let after = std::fs::metadata(&path)?.len();
     if after > before {
-        println!(
+        outln!(
             "the file grew from {before} to {after} bytes; `soulctl --db {} compact` gives the space back",
             path.display()
         );

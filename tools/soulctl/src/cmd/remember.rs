@@ -44,6 +44,6 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
         visibility,
         entities: args.entities,
     };
-    println!("{}", mem.remember(&req)?);
+    outln!("{}", mem.remember(&req)?);
     Ok(ExitCode::SUCCESS)
 }

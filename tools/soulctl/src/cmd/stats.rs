@@ -37,47 +37,57 @@ pub fn run(db: Option<PathBuf>, args: Args) -> anyhow::Result<ExitCode> {
                 o.insert("tables".into(), serde_json::to_value(space)?);
             }
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("store     {}", path.display());
-    println!("profile   {}", stats.profile);
-    println!("memories  {}", stats.memories);
-    println!("file      {file_bytes} bytes");
+    outln!("store     {}", path.display());
+    outln!("profile   {}", stats.profile);
+    outln!("memories  {}", stats.memories);
+    outln!("file      {file_bytes} bytes");
     for (layer, domains) in &stats.layers {
         for (domain, n) in domains {
-            println!("  {layer:<12} {domain:<12} {n:>10}");
+            outln!("  {layer:<12} {domain:<12} {n:>10}");
         }
     }
-    println!("indexes");
+    outln!("indexes");
     for (name, n) in &stats.index_rows {
-        println!("  {name:<16} {n:>12} rows");
+        outln!("  {name:<16} {n:>12} rows");
     }
-    println!("corpus    {} docs, {} tokens", stats.corpus_docs, stats.corpus_tokens);
-    println!("graph     {} nodes, {} edges", stats.graph_nodes, stats.graph_edges);
-    println!("ingested  {} ops", stats.ingested_ops);
+    outln!("corpus    {} docs, {} tokens", stats.corpus_docs, stats.corpus_tokens);
+    outln!("graph     {} nodes, {} edges", stats.graph_nodes, stats.graph_edges);
+    outln!("ingested  {} ops", stats.ingested_ops);
     if let Some(space) = &space {
-        print_space(space, stats.memories, file_bytes);
+        print_space(space, stats.memories, file_bytes)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// The tables' space: pages, megabytes, bytes per memory and share of the file.
-fn print_space(space: &[soulmem::TableSpace], memories: u64, file_bytes: u64) {
-    println!("space     (stored + bookkeeping + unused bytes in each table's pages)");
-    println!(
+fn print_space(
+    space: &[soulmem::TableSpace],
+    memories: u64,
+    file_bytes: u64,
+) -> anyhow::Result<()> {
+    outln!("space     (stored + bookkeeping + unused bytes in each table's pages)");
+    outln!(
         "  {:<28} {:>12} {:>10} {:>10} {:>10} {:>7}",
-        "table", "rows", "pages", "MB", "B/memory", "file %"
+        "table",
+        "rows",
+        "pages",
+        "MB",
+        "B/memory",
+        "file %"
     );
     let per = |b: u64| if memories == 0 { 0.0 } else { b as f64 / memories as f64 };
     let share = |b: u64| if file_bytes == 0 { 0.0 } else { 100.0 * b as f64 / file_bytes as f64 };
-    let line = |name: &str, rows: String, pages: String, b: u64| {
-        println!(
+    let line = |name: &str, rows: String, pages: String, b: u64| -> anyhow::Result<()> {
+        outln!(
             "  {name:<28} {rows:>12} {pages:>10} {:>10.1} {:>10.1} {:>7.1}",
             b as f64 / 1e6,
             per(b),
             share(b)
         );
+        Ok(())
     };
     for t in space {
         line(
@@ -85,8 +95,8 @@ fn print_space(space: &[soulmem::TableSpace], memories: u64, file_bytes: u64) {
             t.rows.to_string(),
             (t.leaf_pages + t.branch_pages).to_string(),
             t.total_bytes(),
-        );
+        )?;
     }
     let total = space.iter().map(soulmem::TableSpace::total_bytes).sum();
-    line("all tables", String::new(), String::new(), total);
+    line("all tables", String::new(), String::new(), total)
 }
