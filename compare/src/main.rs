@@ -3,6 +3,10 @@
 //! The benchmark itself is soulctl's `bench` module, compiled here unchanged; this
 //! binary only supplies the [`bench::Baselines`] for `--compare`.
 
+#[path = "../../tools/soulctl/src/output.rs"]
+#[macro_use]
+mod output;
+
 #[path = "../../tools/soulctl/src/cmd/bench.rs"]
 #[allow(dead_code)] // soulctl's entry point `run` is not used here.
 mod bench;
@@ -99,6 +103,7 @@ fn main() -> ExitCode {
     let Cli::Bench(args) = Cli::parse();
     match bench::run_with(args, Some(&Engines)) {
         Ok(code) => code,
+        Err(e) if output::closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("soulmem-bench: {e:#}");
             ExitCode::from(2)

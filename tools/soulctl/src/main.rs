@@ -1,14 +1,7 @@
 //! soulctl: operate soulmem stores from the shell. One module per subcommand.
 
-/// `println!` that returns the write's error from the calling function instead
-/// of panicking: output piped into a reader that stops early (`soulctl recall …
-/// | head`) ends the command quietly (see [`closed_pipe`]).
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        writeln!(std::io::stdout().lock(), $($arg)*)?
-    }};
-}
+#[macro_use]
+mod output;
 
 mod cmd;
 
@@ -90,20 +83,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if output::closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("soulctl: {e:#}");
             ExitCode::from(2)
         }
     }
-}
-
-/// Whether `e` comes from writing to a pipe whose reader has gone (`| head`):
-/// the output nobody reads any more is not a failure of the command.
-fn closed_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }
