@@ -588,6 +588,8 @@ pub struct Corpus {
     seed: u64,
     users: usize,
     start: Timestamp,
+    /// Projects the users are spread over (0: memories have no scope).
+    projects: usize,
 }
 
 /// The id of the `k`th memory of exchange `i`: 12 hex digits, a bijection of
@@ -616,7 +618,25 @@ impl Corpus {
     #[must_use]
     pub fn with_users(seed: u64, users: usize) -> Self {
         let start = time::from_micros(1_700_000_000_000_000);
-        Self { seed, users: users.max(1), start }
+        Self { seed, users: users.max(1), start, projects: 0 }
+    }
+
+    /// The corpus with every memory scoped to its user's project, one of
+    /// `projects` (`project:7`: see [`Corpus::scope_of`]); 0 leaves memories
+    /// without a scope.
+    #[must_use]
+    pub fn with_projects(mut self, projects: usize) -> Self {
+        self.projects = projects;
+        self
+    }
+
+    /// The scope of the memories of the user `user_id` (`u0042`): `project:P`,
+    /// where `P` is the user's number modulo the corpus's projects; `None` when
+    /// the corpus has none or the id is not one of its users'.
+    #[must_use]
+    pub fn scope_of(&self, user_id: &str) -> Option<String> {
+        let u: usize = user_id.strip_prefix('u')?.parse().ok()?;
+        (self.projects > 0).then(|| format!("project:{}", u % self.projects))
     }
 
     /// Number of users.
@@ -810,6 +830,8 @@ impl Corpus {
         e.salience = salience;
         e.user_id = Some(ex.user_id.clone());
         e.domain.clone_from(&ex.domain);
+        let scope: Vec<String> = self.scope_of(&ex.user_id).into_iter().collect();
+        e.scope.clone_from(&scope);
         let mut out = vec![e];
         for (k, cand) in
             facts::extract_facts(&ex.user, &ex.agent, Profile::Default).into_iter().enumerate()
@@ -820,6 +842,7 @@ impl Corpus {
             f.ingested_at = Some(now);
             f.user_id = Some(ex.user_id.clone());
             f.domain.clone_from(&ex.domain);
+            f.scope.clone_from(&scope);
             out.push(f);
         }
         out

@@ -108,6 +108,11 @@ pub struct RecallArgs {
     /// Keep only memories of at least this importance, in every query.
     #[arg(long, default_value_t = 0)]
     min_importance: i32,
+    /// The store's memories are scoped to one of this many projects (built with
+    /// `bench scale --projects`): each query keeps only its user's project's
+    /// memories (a `scopes` filter).
+    #[arg(long, default_value_t = 0)]
+    projects: usize,
     /// Run durable observes in a second thread meanwhile (an agent serving several
     /// conversations).
     #[arg(long)]
@@ -186,6 +191,10 @@ pub struct ScaleArgs {
     /// knowledge graph. Not with --compare.
     #[arg(long)]
     observe_build: bool,
+    /// Scope every memory to its user's project, one of this many (`project:P`;
+    /// 0: no scopes), for `bench recall --projects`.
+    #[arg(long, default_value_t = 0)]
+    projects: usize,
     /// redb cache size in MiB for the measured store (default: redb's default).
     #[arg(long)]
     cache_mb: Option<usize>,
@@ -326,6 +335,8 @@ struct Filters<'a> {
     types: Option<&'a [String]>,
     /// Only memories of at least this importance.
     min_importance: i32,
+    /// Only memories in the project of the query's user (the corpus's scopes).
+    scopes: Option<&'a Corpus>,
 }
 
 /// The recall of `q` with `filters`.
@@ -336,6 +347,7 @@ fn recall_query(q: &SynthQuery, filters: Filters<'_>) -> RecallQuery {
     }
     rq.types = filters.types.map(<[String]>::to_vec);
     rq.min_importance = filters.min_importance;
+    rq.scopes = filters.scopes.and_then(|c| c.scope_of(&q.user_id)).map(|s| vec![s]);
     rq
 }
 
@@ -358,15 +370,19 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     // Timed in its steady state: the ranking records read into the page cache,
     // the tail merged.
     settle_opened(&mem)?;
-    let corpus = Corpus::with_users(a.seed, a.users as usize);
+    let corpus = Corpus::with_users(a.seed, a.users as usize).with_projects(a.projects);
     // As in `bench scale`: the store first runs the other queries untimed.
     let (mut queries, warm) = timed_and_warm_up(&corpus, a.queries);
     if let Some(kind) = &a.kind {
         queries.retain(|q| q.kind == kind);
         anyhow::ensure!(!queries.is_empty(), "no query of kind {kind}");
     }
-    let filters =
-        Filters { user: a.user, types: a.types.as_deref(), min_importance: a.min_importance };
+    let filters = Filters {
+        user: a.user,
+        types: a.types.as_deref(),
+        min_importance: a.min_importance,
+        scopes: (a.projects > 0).then_some(&corpus),
+    };
     for q in &warm {
         mem.recall(&recall_query(q, filters))?;
     }
@@ -386,6 +402,7 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
                 "pass": timed / queries.len(),
                 "kind": q.kind,
                 "query": q.text,
+                "user_id": q.user_id,
                 "ms": e,
                 "postings": r.trace.postings_read,
             });
@@ -436,7 +453,7 @@ fn scale(a: ScaleArgs, baselines: Option<&dyn Baselines>) -> anyhow::Result<Exit
         None => (std::env::temp_dir().join(format!("soulmem-bench-{}", std::process::id())), true),
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let corpus = Corpus::with_users(a.seed, a.users as usize);
+    let corpus = Corpus::with_users(a.seed, a.users as usize).with_projects(a.projects);
     let (queries, warm) = timed_and_warm_up(&corpus, a.queries);
     let mut rows = Vec::new();
     let mut built = Vec::new();
@@ -1560,6 +1577,7 @@ mod tests {
             seed: 42,
             users: 1000,
             observe_build: false,
+            projects: 0,
             cache_mb: None,
             runs: 2,
         };
@@ -1646,6 +1664,7 @@ mod tests {
             seed: 42,
             users: 1000,
             observe_build: false,
+            projects: 0,
             cache_mb: None,
             runs: 2,
         };
@@ -1691,6 +1710,7 @@ mod tests {
             seed: 42,
             users: 1,
             observe_build: true,
+            projects: 0,
             cache_mb: None,
             runs: 2,
         };
