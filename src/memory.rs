@@ -1261,6 +1261,7 @@ impl Memory {
             ("rowless_owners", r.rowless_owners()?.len()?),
             ("importance", r.importance()?.len()?),
             ("layer_order", r.layer_order()?.len()?),
+            ("scopes", r.scopes()?.len()?),
             ("graph_adj", r.graph_adj()?.len()?),
             ("graph_active", r.txn().open_table(schema::GRAPH_ACTIVE)?.len()?),
         ];

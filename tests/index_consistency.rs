@@ -328,7 +328,9 @@ fn strip_postings(txn: &redb::WriteTransaction, prefix: &str) {
 
 /// Writes a store of `TEXTS` (with one superseded fact, one memory of another
 /// domain, an archived, a core and a private memory, and a knowledge graph) as
-/// an older schema laid it out: up to schema 14 no bitmaps of withheld and
+/// an older schema laid it out: up to schema 16 no index of the scopes and no
+/// bitmap of the unscoped memories, up to schema 15 no bitmaps of the layers
+/// and of the important memories, up to schema 14 no bitmaps of withheld and
 /// restricted memories, up to
 /// schema 13 no index of the active graph edges, up to schema 12 each fact token's
 /// count of facts in `fact_terms`, schema 10 had no rowless owners' table,
@@ -350,6 +352,8 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
         mem.add(old_fact).expect("add");
         let mut trip = MemoryEntry::new(MemoryType::Episodic, "The user lives in Porto in summer");
         trip.domain = "travel".into();
+        // Two scoped memories (schema 17 indexes the scopes).
+        trip.scope = vec!["travel:summer".into()];
         mem.add(trip).expect("add");
         // Withheld memories (their bitmap is schema 15's): an archived episode
         // and a core memory, which no recall returns.
@@ -362,6 +366,7 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
         private.visibility = soulmem::Visibility::Private;
         // The one memory this important (schema 16 keeps a bitmap of them).
         private.importance = 9;
+        private.scope = vec!["work:remote".into()];
         mem.add(private).expect("add");
         // A knowledge graph (its edges' identity index is schema 14's).
         let opts = soulmem::write::observe::ObserveOptions::default();
@@ -373,6 +378,12 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     }
     let db = redb::Database::create(path).expect("db");
     let txn = db.begin_write().expect("txn");
+    if version < 17 {
+        let scopes: redb::TableDefinition<(&str, u64), ()> = redb::TableDefinition::new("scopes");
+        assert!(txn.delete_table(scopes).expect("drop scopes"));
+        let bitmap: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("unscoped");
+        assert!(txn.delete_table(bitmap).expect("drop bitmap"));
+    }
     if version < 16 {
         for name in [
             "episodic_layer",
@@ -476,7 +487,7 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
     txn.commit().expect("commit");
 }
 
-/// Schema-3 to 14 stores open as schema 15: an empty postings tail that the next
+/// Schema-3 to 16 stores open as schema 17: an empty postings tail that the next
 /// small write starts, a card for every active fact, which dedup reads, compact
 /// records that hold the access metadata, each memory's terms row, which a
 /// `user_id`-filtered recall scores, its owner and domain terms' postings
@@ -486,11 +497,12 @@ fn old_store(path: &std::path::Path, version: u32, prepare: impl FnOnce(&Memory)
 /// graph edges by identity (which `check` verifies against the edges, and an
 /// observe restating a relationship finds), the withheld and restricted
 /// bitmaps (which `check` verifies against the records, and recall skips on),
-/// and the episodic and semantic layers' bitmaps (likewise, for a `types`
-/// filter).
+/// the episodic and semantic layers' bitmaps (likewise, for a `types`
+/// filter), and the memories' scopes with the unscoped ones' bitmap (likewise,
+/// for a `scopes` filter).
 #[test]
 fn older_schemas_are_upgraded_on_open() {
-    for version in 3u32..=15 {
+    for version in 3u32..=16 {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(format!("v{version}.redb"));
         old_store(&path, version, |_| {});
@@ -542,6 +554,15 @@ fn older_schemas_are_upgraded_on_open() {
             let hits = mem.recall(&q).expect("recall");
             let found: Vec<&str> = hits.memories.iter().map(|m| m.content.as_str()).collect();
             assert_eq!(found, ["The user lives in Quito"], "schema {version}");
+            // The summer trip's scope, and the unscoped memories; not Quito's.
+            let mut q = soulmem::RecallQuery::new("where does the user live");
+            q.scopes = Some(vec!["travel:*".into()]);
+            let hits = mem.recall(&q).expect("recall");
+            let found: Vec<&str> = hits.memories.iter().map(|m| m.content.as_str()).collect();
+            assert!(found.contains(&"The user lives in Porto in summer"), "{found:?}");
+            assert!(found.contains(&"User lives in Paris"), "{found:?}");
+            assert!(!found.contains(&"The user lives in Quito"), "{found:?}");
+            assert_eq!(mem.stats().expect("stats").index_rows["scopes"], 2, "schema {version}");
             let mut q = soulmem::RecallQuery::new("where does the user live");
             q.user_id = Some("ana".into());
             let hits = mem.recall(&q).expect("recall");
@@ -771,12 +792,15 @@ fn one_field_updates_keep_every_index_exact() {
         assert!(report.is_ok(), "after {step}: {:?}", report.problems);
     };
     type Change = fn(&mut MemoryEntry);
-    let steps: [(&str, Change); 5] = [
+    let steps: [(&str, Change); 8] = [
         ("owner", |e| e.user_id = Some("u2".into())),
         ("importance", |e| e.importance = 9),
         ("entities", |e| e.entities = vec!["Globex".into()]),
         ("layer", |e| e.layer = "projects".into()),
         ("text", |e| e.content = "User works at Globex as a nurse".into()),
+        ("scope", |e| e.scope = vec!["org:a".into(), "org:a".into()]),
+        ("another scope", |e| e.scope = vec!["org:b:*".into()]),
+        ("no scope", |e| e.scope.clear()),
     ];
     for (step, change) in steps {
         let mut e = mem.get(&id).expect("get").expect("stored");

@@ -376,6 +376,14 @@ fn a_rare_layer_is_walked_past_the_other_layers() {
 
 /// A store of 3,000 episodes holding "lake", then 30 more changed by `few`.
 fn few_after_many(few: impl Fn(&mut MemoryEntry)) -> Memory {
+    few_after_many_changed(|_| {}, few)
+}
+
+/// [`few_after_many`] with the 3,000 episodes changed by `many`.
+fn few_after_many_changed(
+    many: impl Fn(&mut MemoryEntry),
+    few: impl Fn(&mut MemoryEntry),
+) -> Memory {
     let mem = Memory::open_in_memory().expect("store");
     let entry = |i: usize| {
         let mut e = MemoryEntry::new(MemoryType::Episodic, format!("lake {} n{i}", WORDS[i % 18]));
@@ -384,7 +392,12 @@ fn few_after_many(few: impl Fn(&mut MemoryEntry)) -> Memory {
         e
     };
     for chunk in 0..3 {
-        mem.add_batch((0..1000).map(|i| entry(chunk * 1000 + i)).collect()).expect("episodes");
+        let episodes = (0..1000).map(|i| {
+            let mut e = entry(chunk * 1000 + i);
+            many(&mut e);
+            e
+        });
+        mem.add_batch(episodes.collect()).expect("episodes");
     }
     let few: Vec<MemoryEntry> = (0..30)
         .map(|i| {
@@ -410,6 +423,30 @@ fn walked_as_checked(mem: &Memory, mut q: RecallQuery) -> Vec<MemoryEntry> {
     assert_eq!(ids(&walked), ids(&checked));
     assert!(checked.trace.postings_read > 3000, "{}", checked.trace.postings_read);
     walked.memories
+}
+
+/// A `scopes` filter keeping few memories walks them: the unscoped ones on
+/// their bitmap and those of the scopes it admits (exactly, or by a glob
+/// either way) in their rows, so the text search steps over the other scopes'
+/// memories without reading their records. Here the 30 memories in scope
+/// `org:sales:leads` come after 3,000 in `org:support`.
+#[test]
+fn a_rare_scope_is_walked_past_the_other_scopes() {
+    let mem = few_after_many_changed(
+        |e| e.scope = vec!["org:support".into()],
+        |e| e.scope = vec!["org:sales:leads".into(), "org:sales".into()],
+    );
+    for allowed in [
+        vec!["org:sales:leads"],
+        vec!["org:sales:*"],
+        vec!["team:x", "org:sales:leads:*"],
+        vec!["org:sales"],
+    ] {
+        let mut q = RecallQuery::new("lake");
+        q.scopes = Some(allowed.iter().map(|a| (*a).to_owned()).collect());
+        let walked = walked_as_checked(&mem, q);
+        assert!(walked.iter().all(|m| m.scope.iter().any(|s| s == "org:sales:leads")));
+    }
 }
 
 /// A `min_importance` filter of 6 or more walks its bitmap's set bits: the

@@ -357,25 +357,26 @@ const LAYER_STEPS: usize = 16;
 /// however few of the query's matches the layers hold: a rare layer's recall
 /// checked each matching memory's record until it had found enough.
 pub struct LayerMembers<'r> {
-    walks: Vec<LayerWalk<'r>>,
+    walks: Vec<KeyWalk<'r>>,
 }
 
-/// One layer's walk: the smallest member at or after `from` is `at` (`None`:
-/// there is none), and `rows` continues after it.
-struct LayerWalk<'r> {
+/// One key's rows in a `(key, docno)` index (a layer's in `layer_order`, a
+/// scope's in `scopes`), walked in docno order: the smallest member at or
+/// after `from` is `at` (`None`: there is none), and `rows` continues after it.
+struct KeyWalk<'r> {
     table: &'r redb::ReadOnlyTable<(&'static str, u64), ()>,
-    layer: String,
+    key: String,
     rows: redb::Range<'static, (&'static str, u64), ()>,
     from: u64,
     at: Option<u64>,
 }
 
-impl<'r> LayerWalk<'r> {
-    fn new(table: &'r redb::ReadOnlyTable<(&'static str, u64), ()>, layer: &str) -> Result<Self> {
+impl<'r> KeyWalk<'r> {
+    fn new(table: &'r redb::ReadOnlyTable<(&'static str, u64), ()>, key: &str) -> Result<Self> {
         let mut walk = Self {
             table,
-            layer: layer.to_owned(),
-            rows: table.range((layer, 0u64)..=(layer, u64::MAX))?,
+            key: key.to_owned(),
+            rows: table.range((key, 0u64)..=(key, u64::MAX))?,
             from: 0,
             at: None,
         };
@@ -393,7 +394,7 @@ impl<'r> LayerWalk<'r> {
 
     /// Moves the walk to the smallest member at or after `d`, by a new descent.
     fn seek(&mut self, d: u64) -> Result<()> {
-        self.rows = self.table.range((self.layer.as_str(), d)..=(self.layer.as_str(), u64::MAX))?;
+        self.rows = self.table.range((self.key.as_str(), d)..=(self.key.as_str(), u64::MAX))?;
         self.from = d;
         self.at = self.step()?;
         Ok(())
@@ -440,7 +441,7 @@ impl<'r> LayerMembers<'r> {
         let mut walks = Vec::with_capacity(layers.len());
         for (i, layer) in layers.iter().enumerate() {
             if !layers[..i].contains(layer) {
-                walks.push(LayerWalk::new(table, layer)?);
+                walks.push(KeyWalk::new(table, layer)?);
             }
         }
         Ok(Some(Self { walks }))
@@ -449,14 +450,178 @@ impl<'r> LayerMembers<'r> {
 
 impl crate::read::candidates::Allow for LayerMembers<'_> {
     fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
-        let mut next = None;
-        for walk in &mut self.walks {
-            if let Some(at) = walk.next_ge(d)? {
-                next = Some(next.map_or(at, |n: u64| n.min(at)));
+        first_of(&mut self.walks, d)
+    }
+}
+
+/// The smallest member at or after `d` of any of `walks`.
+fn first_of(walks: &mut [KeyWalk<'_>], d: u64) -> Result<Option<u64>> {
+    let mut next = None;
+    for walk in walks {
+        if let Some(at) = walk.next_ge(d)? {
+            next = Some(next.map_or(at, |n: u64| n.min(at)));
+        }
+    }
+    Ok(next)
+}
+
+/// A `scopes` filter walks the memories it keeps ([`ScopeMembers`]) when a
+/// sample of the store finds at most this share of its memories kept: as for
+/// a layer, a walk costs a step per member the search passes.
+pub const SCOPE_WALK_SHARE: f64 = LAYER_WALK_SHARE;
+
+/// The most distinct scopes a [`ScopeMembers`] walk follows; a filter
+/// admitting more (a glob over many stored scopes) is checked on records.
+pub const SCOPE_WALK_KEYS: usize = 64;
+
+/// The memories a `scopes` filter keeps, walked in docno order: those without
+/// a scope, on their bitmap's set bits (`storage::bitmap`), and those holding
+/// a scope the filter admits ([`match_scope`]), in the rows of those scopes in
+/// the `scopes` index. As an [`crate::read::candidates::Allow`], it lets the
+/// text search step over every other memory without scoring it or reading its
+/// record: a filter keeping few of the query's matches otherwise checked the
+/// record of each until it had found enough.
+pub struct ScopeMembers<'r> {
+    unscoped: crate::storage::bitmap::Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>,
+    walks: Vec<KeyWalk<'r>>,
+}
+
+impl<'r> ScopeMembers<'r> {
+    /// The memories `q`'s `scopes` filter keeps in `r`; `None` when it has no
+    /// such filter, when the filter keeps every memory (no scope, or `*`), when
+    /// a sample of the store finds more than [`SCOPE_WALK_SHARE`] of its
+    /// memories kept, or when it admits more than [`SCOPE_WALK_KEYS`] stored
+    /// scopes.
+    ///
+    /// # Errors
+    /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
+    pub fn of(r: &'r Reader, q: &RecallQuery) -> Result<Option<Self>> {
+        match q.scopes.as_deref() {
+            Some(allowed) if keeps_all(allowed) || !keeps_few(r, allowed)? => Ok(None),
+            Some(allowed) => Self::walk(r, allowed),
+            None => Ok(None),
+        }
+    }
+
+    /// The memories a `scopes` filter of `allowed` keeps in `r`, however many;
+    /// `None` when it keeps every memory or admits more than
+    /// [`SCOPE_WALK_KEYS`] stored scopes.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn walk(r: &'r Reader, allowed: &[String]) -> Result<Option<Self>> {
+        if keeps_all(allowed) {
+            return Ok(None);
+        }
+        let table = r.scopes()?;
+        let Some(keys) = admitted_scopes(table, allowed)? else { return Ok(None) };
+        let walks = keys.iter().map(|k| KeyWalk::new(table, k)).collect::<Result<_>>()?;
+        Ok(Some(Self { unscoped: crate::storage::bitmap::Hidden::new(r.unscoped()?), walks }))
+    }
+}
+
+impl crate::read::candidates::Allow for ScopeMembers<'_> {
+    fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
+        let scoped = first_of(&mut self.walks, d)?;
+        // No unscoped memory can come before `d` when a scoped one is `d`.
+        let unscoped = match scoped {
+            Some(at) if at == d => None,
+            _ => self.unscoped.next_ge(d)?,
+        };
+        Ok(match (scoped, unscoped) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+}
+
+/// Whether a `scopes` filter of `allowed` keeps every memory: it admits no
+/// scope in particular, or `*`.
+fn keeps_all(allowed: &[String]) -> bool {
+    allowed.is_empty() || allowed.iter().any(|a| a == "*")
+}
+
+/// The stored scopes (keys of `table`) that a filter of `allowed` admits:
+/// each `e` with `scope_contains(e, a)` or `scope_contains(a, e)` for an `a`
+/// of `allowed`; `None` when they are more than [`SCOPE_WALK_KEYS`]. The
+/// scopes containing `a` are `*`, `a` itself and `P:*` for `a` and each
+/// prefix of `a` that ends before a `:`; those `a` contains, when it is
+/// `Q:*`, are `Q` and every scope starting with `Q:`.
+fn admitted_scopes(
+    table: &redb::ReadOnlyTable<(&'static str, u64), ()>,
+    allowed: &[String],
+) -> Result<Option<std::collections::BTreeSet<String>>> {
+    let mut exact = std::collections::BTreeSet::new();
+    let mut under = Vec::new();
+    for a in allowed {
+        exact.insert("*".to_owned());
+        exact.insert(a.clone());
+        exact.insert(format!("{a}:*"));
+        for (i, _) in a.match_indices(':') {
+            exact.insert(format!("{}:*", &a[..i]));
+        }
+        if let Some(q) = a.strip_suffix(":*") {
+            exact.insert(q.to_owned());
+            under.push(format!("{q}:"));
+        }
+    }
+    let mut found = std::collections::BTreeSet::new();
+    for key in exact {
+        if table.range((key.as_str(), 0u64)..=(key.as_str(), u64::MAX))?.next().is_some() {
+            found.insert(key);
+        }
+    }
+    for prefix in under {
+        // Each stored scope under `prefix`, one descent per scope: the first
+        // row past the last scope's rows (no docno is `u64::MAX`).
+        let mut last: Option<String> = None;
+        loop {
+            use std::ops::Bound::{Excluded, Unbounded};
+            let mut rows = match &last {
+                None => table.range((prefix.as_str(), 0u64)..)?,
+                Some(k) => {
+                    table.range::<(&str, u64)>((Excluded((k.as_str(), u64::MAX)), Unbounded))?
+                }
+            };
+            let Some(row) = rows.next() else { break };
+            let key = row?.0.value().0.to_owned();
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            found.insert(key.clone());
+            if found.len() > SCOPE_WALK_KEYS {
+                return Ok(None);
+            }
+            last = Some(key);
+        }
+    }
+    Ok((found.len() <= SCOPE_WALK_KEYS).then_some(found))
+}
+
+/// Whether a `scopes` filter of `allowed` keeps at most [`SCOPE_WALK_SHARE`]
+/// of the memories found at [`SAMPLES`] docnos spread over the store's range
+/// (as [`holds_most`] samples): an unscoped memory, kept by every filter, is
+/// told by its bit; only a scoped one's record is read.
+fn keeps_few(r: &Reader, allowed: &[String]) -> Result<bool> {
+    let span = r.stats().next_docno;
+    let mut unscoped = crate::storage::bitmap::Hidden::new(r.unscoped()?);
+    let (mut found, mut kept) = (0u64, 0u64);
+    for i in 1..=SAMPLES {
+        let frac = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let d = ((u128::from(frac) * u128::from(span)) >> 64) as u64;
+        if unscoped.contains(d)? {
+            (found, kept) = (found + 1, kept + 1);
+        } else if let Some(info) = r.docinfo(d)? {
+            found += 1;
+            if match_scope(&info.scope, allowed) {
+                kept += 1;
             }
         }
-        Ok(next)
+        if kept as f64 > SCOPE_WALK_SHARE * SAMPLES as f64 {
+            return Ok(false);
+        }
     }
+    Ok(kept as f64 <= SCOPE_WALK_SHARE * found as f64)
 }
 
 #[cfg(test)]
@@ -577,6 +742,86 @@ mod tests {
                     prop_assert_eq!(got, want, "{:?} target {}", kept, t);
                 }
             }
+        }
+
+        /// A `scopes` filter's walk answers each target with the smallest
+        /// memory at or after it that [`match_scope`] keeps, as the entries
+        /// say: unscoped ones (on their bitmap) and those holding a scope the
+        /// filter admits, exactly or by a glob either way (on their rows),
+        /// whatever the targets' order, through memories added in a batch and
+        /// one at a time, rescoped (to and from none) and removed. A filter
+        /// admitting `*` keeps every memory and walks nothing.
+        #[test]
+        fn a_scope_walk_finds_each_next_member(
+            scopes in prop::collection::vec(prop::collection::vec(0usize..9, 0..3), 100..600),
+            changed in prop::collection::vec((0usize..600, prop::collection::vec(0usize..9, 0..3)), 0..30),
+            removed in prop::collection::vec(0usize..600, 0..20),
+            allowed in prop::collection::vec(prop::collection::vec(0usize..9, 1..3), 4),
+            picks in prop::collection::vec(0u64..700, 1..40),
+            sorted in any::<bool>(),
+        ) {
+            const STORED: [&str; 9] = [
+                "org:sales:leads", "org:sales", "org:support", "org:*", "org:sales:*",
+                "*", "team", "team:a:*", "x:sales:leads",
+            ];
+            const ASKED: [&str; 9] = [
+                "org:sales:leads", "org:sales:*", "org:*", "team:a:b", "team",
+                "x:*", "nothing", "org:sales:leads:*", "team:a",
+            ];
+            let named = |picks: &[usize], names: &[&str]| -> Vec<String> {
+                picks.iter().map(|&i| names[i].to_owned()).collect()
+            };
+            let entry = |scope: Vec<String>| {
+                let mut e = MemoryEntry::new(MemoryType::Episodic, "some memory text");
+                e.scope = scope;
+                e
+            };
+            let mem = Memory::open_in_memory().expect("store");
+            let half = scopes.len() / 2;
+            let mut ids = mem
+                .add_batch(scopes[..half].iter().map(|s| entry(named(s, &STORED))).collect())
+                .expect("add");
+            for s in &scopes[half..] {
+                ids.push(mem.add(entry(named(s, &STORED))).expect("add"));
+            }
+            for (i, s) in &changed {
+                let id = &ids[i % ids.len()];
+                let mut e = mem.get(id).expect("get").expect("held");
+                e.scope = named(s, &STORED);
+                mem.update(e).expect("update");
+            }
+            for i in &removed {
+                mem.remove(&ids[i % ids.len()]).expect("remove");
+            }
+            let r = mem.read().expect("read");
+            let mut held: Vec<(u64, Vec<String>)> = Vec::new();
+            for id in &ids {
+                if let Some(d) = r.docno_of(id).expect("docno") {
+                    let e = mem.get(id).expect("get").expect("held");
+                    held.push((d, e.scope));
+                }
+            }
+            held.sort_unstable();
+            for picks_asked in &allowed {
+                let asked = named(picks_asked, &ASKED);
+                let members: Vec<u64> = held
+                    .iter()
+                    .filter(|(_, scope)| match_scope(scope, &asked))
+                    .map(|(d, _)| *d)
+                    .collect();
+                let mut walk = ScopeMembers::walk(&r, &asked).expect("walk").expect("walked");
+                let mut targets = picks.clone();
+                if sorted {
+                    targets.sort_unstable();
+                }
+                for &t in &targets {
+                    let want = members.iter().copied().find(|&d| d >= t);
+                    let got = crate::read::candidates::Allow::next_ge(&mut walk, t).expect("next");
+                    prop_assert_eq!(got, want, "{:?} target {}", asked, t);
+                }
+            }
+            let everything = vec!["team".to_owned(), "*".to_owned()];
+            prop_assert!(ScopeMembers::walk(&r, &everything).expect("walk").is_none());
         }
 
         /// A domain's members (its term's blocks as a kept set, and its tail

@@ -136,22 +136,24 @@ impl candidates::Skip for Skipped<'_> {
 /// `restricted_skipped`, outside its domain) or never meets (another user's,
 /// when `by_user` searches only the user's memories, or of another layer, when
 /// `layers_kept`: the search walks the filter's layers or skips the others on
-/// bits, or less important, when `importance_walked`): no layer or type filter
-/// unless its layers are kept so, no importance filter unless walked, no scope
-/// filter, and a requester who sees every visibility (the soul itself) or none
-/// but public. Not for an explained recall, which skips nothing.
+/// bits, or less important, when `importance_walked`, or outside the scopes,
+/// when `scopes_walked`): no layer or type filter unless its layers are kept
+/// so, no importance or scope filter unless walked, and a requester who sees
+/// every visibility (the soul itself) or none but public. Not for an explained
+/// recall, which skips nothing.
 fn skips_decide(
     q: &RecallQuery,
     by_user: Option<&UserSearch>,
     restricted_skipped: bool,
     layers_kept: bool,
     importance_walked: bool,
+    scopes_walked: bool,
 ) -> bool {
     !q.explain
         && (layers_kept || (q.layer.is_none() && q.types.is_none()))
         && (importance_walked || q.min_importance <= 0)
         && (q.requester_id.is_none() || restricted_skipped)
-        && q.scopes.is_none()
+        && (scopes_walked || q.scopes.is_none())
         && match (&q.user_id, by_user) {
             (None, _) => true,
             (Some(_), Some(UserSearch::Rows(_) | UserSearch::Beside)) => true,
@@ -451,9 +453,14 @@ impl Memory {
             None if !q.explain => filters::LayerMembers::of(&r, q)?,
             _ => None,
         };
-        // A `min_importance` of 6 or more walks its bitmap likewise.
+        // A `min_importance` of 6 or more walks its bitmap likewise, and a
+        // `scopes` filter keeping few memories its scopes' rows.
         let mut important = match listed {
             None if !q.explain => filters::Important::of(&r, q)?,
+            _ => None,
+        };
+        let mut scoped = match listed {
+            None if !q.explain => filters::ScopeMembers::of(&r, q)?,
             _ => None,
         };
         // Layers too large to walk are kept on their bitmaps, when they all
@@ -477,6 +484,7 @@ impl Memory {
                 none_restricted,
                 layers.is_some() || !kept.is_empty(),
                 important.is_some(),
+                scoped.is_some(),
             ) && (q.domain.is_none() || domain.is_some()),
             hidden,
             kept,
@@ -499,6 +507,9 @@ impl Memory {
             }
             if let Some(i) = &mut important {
                 allows.push(i);
+            }
+            if let Some(s) = &mut scoped {
+                allows.push(s);
             }
             let mut all;
             let allow: Option<&mut dyn candidates::Allow> = match allows.len() {

@@ -2,8 +2,9 @@
 //! the withheld ones ([`WITHHELD`]: core memories and archived episodes,
 //! which no recall returns), the restricted ones ([`RESTRICTED`]: bonded
 //! and private, which only some requesters see), those of the two layers
-//! the write path fills ([`EPISODIC_LAYER`], [`SEMANTIC_LAYER`]), and those of
-//! importance at least 6, 7, 8, 9 and 10 ([`IMPORTANT`]).
+//! the write path fills ([`EPISODIC_LAYER`], [`SEMANTIC_LAYER`]), those of
+//! importance at least 6, 7, 8, 9 and 10 ([`IMPORTANT`]), and those without a
+//! scope ([`UNSCOPED`]).
 //!
 //! Recall leaves superseded memories out unless asked for them, and they stay in
 //! the postings (an old fact keeps its text). A user who restates a fact over
@@ -19,7 +20,8 @@
 //! semantic layer, or both, skips the other memories on theirs when the
 //! layers are too large to walk (`read::filters::LayerMembers`), and a
 //! `min_importance` filter of 6 or more walks its bitmap's set bits
-//! ([`Hidden::next_ge`]).
+//! ([`Hidden::next_ge`]), as a `scopes` filter keeping few memories walks the
+//! unscoped ones' (`read::filters::ScopeMembers`).
 //!
 //! One row per [`CHUNK_DOCS`] docnos (a 4 KiB value), only for chunks holding a
 //! marked memory. The writer keeps each bit equal to what the memory's record
@@ -32,13 +34,16 @@
 //! [`EPISODIC_LAYER`]: super::schema::EPISODIC_LAYER
 //! [`SEMANTIC_LAYER`]: super::schema::SEMANTIC_LAYER
 //! [`IMPORTANT`]: super::schema::IMPORTANT
+//! [`UNSCOPED`]: super::schema::UNSCOPED
 
 use std::collections::HashMap;
 
 use redb::{ReadableTable, Table, TableDefinition};
 
 use super::DocInfo;
-use super::schema::{EPISODIC_LAYER, IMPORTANT, RESTRICTED, SEMANTIC_LAYER, SUPERSEDED, WITHHELD};
+use super::schema::{
+    EPISODIC_LAYER, IMPORTANT, RESTRICTED, SEMANTIC_LAYER, SUPERSEDED, UNSCOPED, WITHHELD,
+};
 use crate::error::{Error, Result};
 
 /// Which memories a bitmap marks, by their compact record.
@@ -50,8 +55,8 @@ pub type Bitmap = (TableDefinition<'static, u64, &'static [u8]>, Marker);
 /// Every bitmap the writer keeps equal to the records: the superseded memories
 /// (schema 9), the withheld and the restricted ones (schema 15), the episodic
 /// and the semantic layers', and the memories of importance at least 6 to 10
-/// (schema 16).
-pub const BITMAPS: [Bitmap; 10] = [
+/// (schema 16), the memories without a scope (schema 17).
+pub const BITMAPS: [Bitmap; 11] = [
     (SUPERSEDED, superseded),
     (WITHHELD, DocInfo::withheld),
     (RESTRICTED, DocInfo::restricted),
@@ -62,14 +67,19 @@ pub const BITMAPS: [Bitmap; 10] = [
     (IMPORTANT[2], DocInfo::important::<8>),
     (IMPORTANT[3], DocInfo::important::<9>),
     (IMPORTANT[4], DocInfo::important::<10>),
+    (UNSCOPED, DocInfo::unscoped),
 ];
 
 /// The bitmaps new in schema 16 (the layers' and the important memories'),
-/// which its upgrade writes: those after the first three, as long as schema 16
-/// has the last (a later schema's bitmaps are written by an upgrade of their
-/// own, so this fails to compile once one is added).
-pub const SCHEMA_16: &[Bitmap] = BITMAPS.split_at(3).1;
-const _: () = assert!(BITMAPS.len() == 10, "schema 16's bitmaps are BITMAPS[3..10]");
+/// which its upgrade writes: `BITMAPS[3..10]`.
+pub const SCHEMA_16: &[Bitmap] = BITMAPS.split_at(3).1.split_at(7).0;
+
+/// The bitmaps new in schema 17 (the unscoped memories'), which its upgrade
+/// writes: those after the first ten, as long as schema 17 has the last (a
+/// later schema's bitmaps are written by an upgrade of their own, so this
+/// fails to compile once one is added).
+pub const SCHEMA_17: &[Bitmap] = BITMAPS.split_at(10).1;
+const _: () = assert!(BITMAPS.len() == 11, "schema 17's bitmaps are BITMAPS[10..11]");
 
 /// Whether the record marks its memory superseded.
 #[must_use]
@@ -130,12 +140,16 @@ pub struct Hidden<'r, T: ReadableTable<u64, &'static [u8]>> {
     /// ascending docno order, so nearly every ask falls in the same chunk as the
     /// one before it and is answered without a hash lookup.
     last: Option<(u64, Option<Box<[u8]>>)>,
+    /// The last [`Hidden::next_ge`]: what it was asked and answered. The
+    /// answer holds for every later ask up to it (a search asks in ascending
+    /// order), so those are answered without reading.
+    walked: Option<(u64, Option<u64>)>,
 }
 
 impl<'r, T: ReadableTable<u64, &'static [u8]>> Hidden<'r, T> {
     /// Over `table` (a snapshot's table of one of [`BITMAPS`]).
     pub fn new(table: &'r T) -> Self {
-        Self { table, rows: foldhash::HashMap::default(), last: None }
+        Self { table, rows: foldhash::HashMap::default(), last: None, walked: None }
     }
 
     /// Whether the memory `docno` is marked.
@@ -164,6 +178,19 @@ impl<'r, T: ReadableTable<u64, &'static [u8]>> Hidden<'r, T> {
     /// # Errors
     /// Storage errors; [`Error::Corrupted`] on a row of the wrong size.
     pub fn next_ge(&mut self, docno: u64) -> Result<Option<u64>> {
+        if let Some((asked, answer)) = self.walked
+            && asked <= docno
+            && answer.is_none_or(|a| a >= docno)
+        {
+            return Ok(answer);
+        }
+        let answer = self.find_ge(docno)?;
+        self.walked = Some((docno, answer));
+        Ok(answer)
+    }
+
+    /// [`Hidden::next_ge`], read.
+    fn find_ge(&mut self, docno: u64) -> Result<Option<u64>> {
         let (mut chunk, mut from) = (docno / CHUNK_DOCS, docno % CHUNK_DOCS);
         loop {
             // Load the chunk's row as `contains` does.

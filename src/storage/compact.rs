@@ -25,7 +25,7 @@ use redb::{Key, ReadableTable, ReadableTableMetadata, TableDefinition, TableHand
 use super::Store;
 use super::schema::{
     ATTRIBUTES, ENTITIES, FACT_CARDS, FACT_TOKENS, GRAPH_ACTIVE, GRAPH_ADJ, GRAPH_NODES, IDS,
-    IMPORTANCE, LAYER_ORDER, POSTINGS, PREFIXES, USER_TERMS,
+    IMPORTANCE, LAYER_ORDER, POSTINGS, PREFIXES, SCOPES, USER_TERMS,
 };
 use crate::Profile;
 use crate::error::{Error, Result};
@@ -82,6 +82,7 @@ impl Store {
             repack_table(&txn, ENTITIES, progress)?,
             repack_table(&txn, IMPORTANCE, progress)?,
             repack_table(&txn, LAYER_ORDER, progress)?,
+            repack_table(&txn, SCOPES, progress)?,
             repack_table(&txn, IDS, progress)?,
             repack_table(&txn, GRAPH_NODES, progress)?,
             repack_table(&txn, GRAPH_ADJ, progress)?,

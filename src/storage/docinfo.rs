@@ -146,6 +146,14 @@ impl DocInfo {
         self.importance >= N
     }
 
+    /// Whether the memory has no scope, so that every `scopes` filter keeps it
+    /// (`read::filters::match_scope`). Its bit in the
+    /// [`crate::storage::schema::UNSCOPED`] bitmap says the same.
+    #[must_use]
+    pub fn unscoped(&self) -> bool {
+        self.scope.is_empty()
+    }
+
     /// Whether the memory is in the episodic layer. Its bit in the
     /// [`crate::storage::schema::EPISODIC_LAYER`] bitmap says the same.
     #[must_use]

@@ -487,6 +487,10 @@ impl Store {
                         // layers and of the important memories.
                         rebuild::upgrade_to_16(&db)?;
                     }
+                    if found < 17 {
+                        // Schema 17 indexes the memories' scopes.
+                        rebuild::upgrade_to_17(&db)?;
+                    }
                 }
                 profile
             }

@@ -53,6 +53,7 @@ pub struct Reader {
     bitmaps: [OnceLock<ReadOnlyTable<u64, Bytes>>; super::bitmap::BITMAPS.len()],
     importance: OnceLock<ReadOnlyTable<ImportanceKey, ()>>,
     layer_order: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
+    scopes: OnceLock<ReadOnlyTable<(Str, u64), ()>>,
     context: OnceLock<ReadOnlyTable<u64, Str>>,
     /// Stored vectors; `None` in a store written before the table existed.
     embeddings: OnceLock<Option<ReadOnlyTable<u64, Bytes>>>,
@@ -119,6 +120,7 @@ impl Reader {
             bitmaps: Default::default(),
             importance: OnceLock::new(),
             layer_order: OnceLock::new(),
+            scopes: OnceLock::new(),
             context: OnceLock::new(),
             embeddings: OnceLock::new(),
             entry_tables: Mutex::new(EntryTables::default()),
@@ -295,6 +297,16 @@ impl Reader {
     /// The layer-order index.
     pub(crate) fn layer_order(&self) -> Result<&ReadOnlyTable<(Str, u64), ()>> {
         self.lazy(&self.layer_order, LAYER_ORDER)
+    }
+
+    /// The memories' scopes, one row per scope and memory.
+    pub(crate) fn scopes(&self) -> Result<&ReadOnlyTable<(Str, u64), ()>> {
+        self.lazy(&self.scopes, SCOPES)
+    }
+
+    /// The bitmap of the memories without a scope (`storage::bitmap`).
+    pub(crate) fn unscoped(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
+        self.bitmap(UNSCOPED)
     }
 
     /// The context (conversation) index.

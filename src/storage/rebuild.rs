@@ -49,6 +49,7 @@ fn delete_index_tables(txn: &WriteTransaction) -> Result<()> {
     txn.delete_table(ROWLESS)?;
     txn.delete_table(IMPORTANCE)?;
     txn.delete_table(LAYER_ORDER)?;
+    txn.delete_table(SCOPES)?;
     txn.delete_table(POSTING_TAIL)?;
     for (bitmap, _) in super::bitmap::BITMAPS {
         txn.delete_table(bitmap)?;
@@ -505,6 +506,15 @@ fn mark_from_records(
     schema: u32,
 ) -> Result<()> {
     let txn = db.begin_write()?;
+    mark_in(&txn, bitmaps)?;
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, schema.to_le_bytes().as_slice())?;
+    txn.commit()?;
+    Ok(())
+}
+
+/// Sets the bit in each of `bitmaps` of every memory whose `docs` record says
+/// so, in `txn`.
+fn mark_in(txn: &WriteTransaction, bitmaps: &[super::bitmap::Bitmap]) -> Result<()> {
     {
         let docs = txn.open_table(DOCS)?;
         let mut tables = Vec::new();
@@ -524,8 +534,6 @@ fn mark_from_records(
             marks.write(table)?;
         }
     }
-    txn.open_table(META)?.insert(meta_keys::SCHEMA, schema.to_le_bytes().as_slice())?;
-    txn.commit()?;
     Ok(())
 }
 
@@ -674,6 +682,34 @@ pub(crate) fn upgrade_to_16(db: &redb::Database) -> Result<()> {
     let mut bitmaps = super::bitmap::SCHEMA_16.to_vec();
     bitmaps.push((RESTRICTED, super::DocInfo::restricted));
     mark_from_records(db, &bitmaps, 16)
+}
+
+/// Upgrades a schema-16 store to schema 17: the bitmap of the memories
+/// without a scope ([`super::bitmap::SCHEMA_17`]) and the rows of every
+/// memory's scopes ([`SCOPES`]) are written from the `docs` records. One
+/// transaction; nothing else changes.
+///
+/// # Errors
+/// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
+pub(crate) fn upgrade_to_17(db: &redb::Database) -> Result<()> {
+    let txn = db.begin_write()?;
+    {
+        let docs = txn.open_table(DOCS)?;
+        let mut scopes = txn.open_table(SCOPES)?;
+        for row in docs.range::<u64>(..)? {
+            let (k, v) = row?;
+            let info: super::DocInfo = decode(v.value(), "docinfo")?;
+            let distinct: std::collections::BTreeSet<&str> =
+                info.scope.iter().map(String::as_str).collect();
+            for scope in distinct {
+                scopes.insert((scope, k.value()), ())?;
+            }
+        }
+    }
+    mark_in(&txn, super::bitmap::SCHEMA_17)?;
+    txn.open_table(META)?.insert(meta_keys::SCHEMA, 17u32.to_le_bytes().as_slice())?;
+    txn.commit()?;
+    Ok(())
 }
 
 /// Rewrites the graph's indexes (adjacency and active edges by identity) from

@@ -9,7 +9,7 @@ use redb::TableDefinition;
 use crate::error::{Error, Result};
 
 /// Version of the on-disk layout. Bump on any change to a table or record encoding.
-pub const SCHEMA_VERSION: u32 = 16;
+pub const SCHEMA_VERSION: u32 = 17;
 
 /// Version byte in front of every postcard record.
 pub const RECORD_VERSION: u8 = 1;
@@ -147,6 +147,17 @@ pub const IMPORTANT: [TableDefinition<u64, &[u8]>; 5] = [
     TableDefinition::new("importance_9_up"),
     TableDefinition::new("importance_10_up"),
 ];
+
+/// `docno / 32768 → bitmap` of the memories without a scope (schema 17), laid
+/// out as [`SUPERSEDED`]: every `scopes` filter keeps them. A filter that keeps
+/// few memories walks their set bits beside its scopes' rows in [`SCOPES`].
+pub const UNSCOPED: TableDefinition<u64, &[u8]> = TableDefinition::new("unscoped");
+
+/// `(scope, docno) → ()`: every scope of a memory (schema 17), once per memory.
+/// A `scopes` filter that keeps few memories walks the rows of the scopes it
+/// admits (and the [`UNSCOPED`] memories) beside the postings, instead of
+/// checking the records of the memories that would place.
+pub const SCOPES: TableDefinition<(&str, u64), ()> = TableDefinition::new("scopes");
 
 /// `(layer, importance, created_at µs, docno) → ()`: eviction order.
 pub const IMPORTANCE: TableDefinition<(&str, u8, i64, u64), ()> =

@@ -37,6 +37,8 @@ pub struct Writer<'t> {
     rowless: Table<'t, Str, ()>,
     pub(crate) importance: Table<'t, (Str, u8, i64, u64), ()>,
     pub(crate) layer_order: Table<'t, (Str, u64), ()>,
+    /// Every memory's scopes (see [`schema::SCOPES`]).
+    scopes: Table<'t, (Str, u64), ()>,
     pub(crate) context: Table<'t, u64, Str>,
     pub(crate) embeddings: Table<'t, u64, Bytes>,
     /// The postings of the newest memories, not yet in `postings` (see
@@ -177,6 +179,7 @@ pub(super) struct Unchanged {
     user: bool,
     importance: bool,
     layer: bool,
+    scope: bool,
 }
 
 impl Unchanged {
@@ -188,6 +191,7 @@ impl Unchanged {
         user: false,
         importance: false,
         layer: false,
+        scope: false,
     };
 
     /// The rows that `old` (with `old_keys`) and `new` (with `new_keys`) share.
@@ -212,8 +216,14 @@ impl Unchanged {
                 && old.importance == new.importance
                 && old.created_at == new.created_at,
             layer: old.layer == new.layer,
+            scope: old.scope == new.scope,
         }
     }
+}
+
+/// The distinct scopes of `e`, each with a row in [`schema::SCOPES`].
+pub(super) fn scope_keys(e: &MemoryEntry) -> std::collections::BTreeSet<&str> {
+    e.scope.iter().map(String::as_str).collect()
 }
 
 /// A new memory id: 12 hex digits, as soul-protocol's, but ordered by time: the
@@ -300,6 +310,7 @@ impl<'t> Writer<'t> {
             rowless: txn.open_table(ROWLESS)?,
             importance: txn.open_table(IMPORTANCE)?,
             layer_order: txn.open_table(LAYER_ORDER)?,
+            scopes: txn.open_table(SCOPES)?,
             context: txn.open_table(CONTEXT)?,
             embeddings: txn.open_table(EMBEDDINGS)?,
             tail: txn.open_table(POSTING_TAIL)?,
@@ -685,6 +696,7 @@ impl<'t> Writer<'t> {
         let mut ents: Vec<(&str, u64)> = Vec::new();
         let mut imp: Vec<(&str, u8, i64, u64)> = Vec::new();
         let mut order: Vec<(&str, u64)> = Vec::new();
+        let mut scoped: Vec<(&str, u64)> = Vec::new();
         for (((e, k), &d), part) in rows.clone().zip(&parts) {
             for t in &k.fact_tokens {
                 ftok.push((part.as_str(), t.as_str(), d));
@@ -706,6 +718,7 @@ impl<'t> Writer<'t> {
             self.new_rows.insert(d, (owner, doc_terms::encode(k)));
             imp.push((e.layer.as_str(), e.importance, time::to_micros(&e.created_at), d));
             order.push((e.layer.as_str(), d));
+            scoped.extend(scope_keys(e).into_iter().map(|sc| (sc, d)));
         }
         ftok.sort_unstable();
         for &(part, t, d) in &ftok {
@@ -742,6 +755,10 @@ impl<'t> Writer<'t> {
         for k in order {
             self.layer_order.insert(k, ())?;
         }
+        scoped.sort_unstable();
+        for k in scoped {
+            self.scopes.insert(k, ())?;
+        }
         for (e, &d) in entries.iter().zip(&docnos) {
             let record = encode(e)?;
             self.entry_table(&e.layer, &e.domain)?.insert(d, record.as_slice())?;
@@ -772,6 +789,7 @@ impl<'t> Writer<'t> {
             && old.user_id == entry.user_id
             && old.importance == entry.importance
             && old.created_at == entry.created_at
+            && old.scope == entry.scope
             && old.is_superseded() == entry.is_superseded()
             && let Some(info) = self.docinfo(docno)?
         {
@@ -789,6 +807,7 @@ impl<'t> Writer<'t> {
             && old.user_id == entry.user_id
             && old.importance == entry.importance
             && old.created_at == entry.created_at
+            && old.scope == entry.scope
         {
             // Only the record and its compact twin change (e.g. access metadata).
             self.put_info(docno, DocInfo::from_entry(&entry, new_keys.doc_len))?;
@@ -883,6 +902,11 @@ impl<'t> Writer<'t> {
         if !same.layer {
             self.layer_order.insert((e.layer.as_str(), docno), ())?;
         }
+        if !same.scope {
+            for sc in scope_keys(e) {
+                self.scopes.insert((sc, docno), ())?;
+            }
+        }
         Ok(())
     }
 
@@ -947,6 +971,11 @@ impl<'t> Writer<'t> {
         }
         if !same.layer {
             self.layer_order.remove((e.layer.as_str(), docno))?;
+        }
+        if !same.scope {
+            for sc in scope_keys(e) {
+                self.scopes.remove((sc, docno))?;
+            }
         }
         Ok(())
     }

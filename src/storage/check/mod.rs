@@ -71,6 +71,7 @@ struct Expected {
     user_terms: BTreeMap<(String, u64), RowPrint>,
     importance: BTreeSet<(String, u8, i64, u64)>,
     layer_order: BTreeSet<(String, u64)>,
+    scopes: BTreeSet<(String, u64)>,
     docs_count: u64,
     total_len: u64,
     max_docno: Option<u64>,
@@ -199,6 +200,9 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
                 docno,
             ));
             exp.layer_order.insert((e.layer.clone(), docno));
+            for scope in &e.scope {
+                exp.scopes.insert((scope.clone(), docno));
+            }
         }
     }
     progress(report.entries);
@@ -302,6 +306,7 @@ pub fn verify(r: &Reader, mut progress: impl FnMut(u64)) -> Result<CheckReport> 
     user_terms.finish(p);
     progress(entries + rows);
     set_rows!(r.layer_order()?, (&str, u64), "layer_order", exp.layer_order, own2);
+    set_rows!(r.scopes()?, (&str, u64), "scopes", exp.scopes, own2);
     set_rows!(r.prefixes()?, (&str, &str, &str, u64), "fact_prefixes", exp.prefixes, own4);
     set_rows!(r.attributes()?, (&str, &str, &str, u64), "fact_attributes", exp.attributes, own4);
     set_rows!(r.importance()?, (&str, u8, i64, u64), "importance", exp.importance, own_importance);
