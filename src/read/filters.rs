@@ -662,6 +662,25 @@ mod tests {
         Ok(())
     }
 
+    /// Checks that `walk` answers each of `targets` (in ascending order when
+    /// `sorted`) with the smallest of `members` (ascending) at or after it.
+    fn answers_each_target(
+        walk: &mut dyn crate::read::candidates::Allow,
+        members: &[u64],
+        mut targets: Vec<u64>,
+        sorted: bool,
+        what: &dyn std::fmt::Debug,
+    ) -> std::result::Result<(), TestCaseError> {
+        if sorted {
+            targets.sort_unstable();
+        }
+        for t in targets {
+            let want = members.iter().copied().find(|&d| d >= t);
+            prop_assert_eq!(walk.next_ge(t).expect("next"), want, "{:?} target {}", what, t);
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
         /// A layer filter's walk answers each target with the smallest member of
@@ -726,21 +745,14 @@ mod tests {
                 prop_assert!(members.len() as f64 <= LAYER_WALK_SHARE * layers.len() as f64);
                 // Random docnos, and members themselves (a walk may reach one
                 // by a seek).
-                let mut targets: Vec<u64> = picks
+                let targets: Vec<u64> = picks
                     .iter()
                     .map(|&(t, member)| match members.len() {
                         n if member && n > 0 => members[(t as usize) % n],
                         _ => t,
                     })
                     .collect();
-                if sorted {
-                    targets.sort_unstable();
-                }
-                for &t in &targets {
-                    let want = members.iter().copied().find(|&d| d >= t);
-                    let got = crate::read::candidates::Allow::next_ge(&mut walk, t).expect("next");
-                    prop_assert_eq!(got, want, "{:?} target {}", kept, t);
-                }
+                answers_each_target(&mut walk, &members, targets, sorted, &kept)?;
             }
         }
 
@@ -810,15 +822,7 @@ mod tests {
                     .map(|(d, _)| *d)
                     .collect();
                 let mut walk = ScopeMembers::walk(&r, &asked).expect("walk").expect("walked");
-                let mut targets = picks.clone();
-                if sorted {
-                    targets.sort_unstable();
-                }
-                for &t in &targets {
-                    let want = members.iter().copied().find(|&d| d >= t);
-                    let got = crate::read::candidates::Allow::next_ge(&mut walk, t).expect("next");
-                    prop_assert_eq!(got, want, "{:?} target {}", asked, t);
-                }
+                answers_each_target(&mut walk, &members, picks.clone(), sorted, &asked)?;
             }
             let everything = vec!["team".to_owned(), "*".to_owned()];
             prop_assert!(ScopeMembers::walk(&r, &everything).expect("walk").is_none());

@@ -699,9 +699,7 @@ pub(crate) fn upgrade_to_17(db: &redb::Database) -> Result<()> {
         for row in docs.range::<u64>(..)? {
             let (k, v) = row?;
             let info: super::DocInfo = decode(v.value(), "docinfo")?;
-            let distinct: std::collections::BTreeSet<&str> =
-                info.scope.iter().map(String::as_str).collect();
-            for scope in distinct {
+            for scope in super::writer::scope_keys(&info.scope) {
                 scopes.insert((scope, k.value()), ())?;
             }
         }

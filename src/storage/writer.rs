@@ -221,9 +221,10 @@ impl Unchanged {
     }
 }
 
-/// The distinct scopes of `e`, each with a row in [`schema::SCOPES`].
-pub(super) fn scope_keys(e: &MemoryEntry) -> std::collections::BTreeSet<&str> {
-    e.scope.iter().map(String::as_str).collect()
+/// The distinct scopes of a memory's `scope`, each with a row in
+/// [`schema::SCOPES`].
+pub(super) fn scope_keys(scope: &[String]) -> std::collections::BTreeSet<&str> {
+    scope.iter().map(String::as_str).collect()
 }
 
 /// A new memory id: 12 hex digits, as soul-protocol's, but ordered by time: the
@@ -718,7 +719,7 @@ impl<'t> Writer<'t> {
             self.new_rows.insert(d, (owner, doc_terms::encode(k)));
             imp.push((e.layer.as_str(), e.importance, time::to_micros(&e.created_at), d));
             order.push((e.layer.as_str(), d));
-            scoped.extend(scope_keys(e).into_iter().map(|sc| (sc, d)));
+            scoped.extend(scope_keys(&e.scope).into_iter().map(|sc| (sc, d)));
         }
         ftok.sort_unstable();
         for &(part, t, d) in &ftok {
@@ -903,7 +904,7 @@ impl<'t> Writer<'t> {
             self.layer_order.insert((e.layer.as_str(), docno), ())?;
         }
         if !same.scope {
-            for sc in scope_keys(e) {
+            for sc in scope_keys(&e.scope) {
                 self.scopes.insert((sc, docno), ())?;
             }
         }
@@ -973,7 +974,7 @@ impl<'t> Writer<'t> {
             self.layer_order.remove((e.layer.as_str(), docno))?;
         }
         if !same.scope {
-            for sc in scope_keys(e) {
+            for sc in scope_keys(&e.scope) {
                 self.scopes.remove((sc, docno))?;
             }
         }
