@@ -506,15 +506,19 @@ fn mark_from_records(
     schema: u32,
 ) -> Result<()> {
     let txn = db.begin_write()?;
-    mark_in(&txn, bitmaps)?;
+    mark_in(&txn, bitmaps, |_, _| Ok(()))?;
     txn.open_table(META)?.insert(meta_keys::SCHEMA, schema.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
 }
 
 /// Sets the bit in each of `bitmaps` of every memory whose `docs` record says
-/// so, in `txn`.
-fn mark_in(txn: &WriteTransaction, bitmaps: &[super::bitmap::Bitmap]) -> Result<()> {
+/// so, in `txn`, and hands each record to `also` on the way.
+fn mark_in(
+    txn: &WriteTransaction,
+    bitmaps: &[super::bitmap::Bitmap],
+    mut also: impl FnMut(u64, &super::DocInfo) -> Result<()>,
+) -> Result<()> {
     {
         let docs = txn.open_table(DOCS)?;
         let mut tables = Vec::new();
@@ -529,6 +533,7 @@ fn mark_in(txn: &WriteTransaction, bitmaps: &[super::bitmap::Bitmap]) -> Result<
                     marks.set(table, k.value(), true)?;
                 }
             }
+            also(k.value(), &info)?;
         }
         for (table, marks) in &mut tables {
             marks.write(table)?;
@@ -686,25 +691,22 @@ pub(crate) fn upgrade_to_16(db: &redb::Database) -> Result<()> {
 
 /// Upgrades a schema-16 store to schema 17: the bitmap of the memories
 /// without a scope ([`super::bitmap::SCHEMA_17`]) and the rows of every
-/// memory's scopes ([`SCOPES`]) are written from the `docs` records. One
-/// transaction; nothing else changes.
+/// memory's scopes ([`SCOPES`]) are written from the `docs` records, in one
+/// pass. One transaction; nothing else changes.
 ///
 /// # Errors
 /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
 pub(crate) fn upgrade_to_17(db: &redb::Database) -> Result<()> {
     let txn = db.begin_write()?;
     {
-        let docs = txn.open_table(DOCS)?;
         let mut scopes = txn.open_table(SCOPES)?;
-        for row in docs.range::<u64>(..)? {
-            let (k, v) = row?;
-            let info: super::DocInfo = decode(v.value(), "docinfo")?;
+        mark_in(&txn, super::bitmap::SCHEMA_17, |docno, info| {
             for scope in super::writer::scope_keys(&info.scope) {
-                scopes.insert((scope, k.value()), ())?;
+                scopes.insert((scope, docno), ())?;
             }
-        }
+            Ok(())
+        })?;
     }
-    mark_in(&txn, super::bitmap::SCHEMA_17)?;
     txn.open_table(META)?.insert(meta_keys::SCHEMA, 17u32.to_le_bytes().as_slice())?;
     txn.commit()?;
     Ok(())
