@@ -133,7 +133,7 @@ pub struct RecallArgs {
     #[arg(long)]
     cache_mb: Option<usize>,
     /// Also write every timed recall to this file, one JSON object per line:
-    /// `pass`, `kind`, `query`, `ms`, `postings` (to see which queries make a
+    /// `pass`, `kind`, `query`, `user_id`, `ms`, `postings` (to see which queries make a
     /// percentile).
     #[arg(long)]
     per_query: Option<PathBuf>,
