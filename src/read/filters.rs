@@ -98,13 +98,12 @@ pub fn owners(user: &str) -> Vec<&str> {
     if user.is_empty() { vec![""] } else { vec!["", user] }
 }
 
-/// Memories sampled by [`holds_most`].
+/// Memories sampled by [`holds_most`] and by a scope filter's [`keeps_few`].
 const SAMPLES: u64 = 64;
 
 /// Whether the memories `user` may be shown (theirs and the unattributed ones)
-/// are at least half the store, judged from `SAMPLES` docnos spread over the
-/// store's range (a golden-ratio sequence, so no stride of owners aliases with
-/// it); `false` when fewer than a quarter of the samples are memories.
+/// are at least half the store, judged from the [`samples`] docnos; `false`
+/// when fewer than a quarter of them are memories.
 ///
 /// For such a user their owner terms' members are no help to the search:
 /// nearly every block of every term holds their memories, and walking them
@@ -115,12 +114,8 @@ const SAMPLES: u64 = 64;
 /// # Errors
 /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
 pub fn holds_most(r: &Reader, user: &str) -> Result<bool> {
-    let span = r.stats().next_docno;
     let (mut found, mut theirs) = (0u64, 0u64);
-    for i in 1..=SAMPLES {
-        // The fractional part of i·φ, in 64-bit fixed point, scaled to the range.
-        let frac = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let d = ((u128::from(frac) * u128::from(span)) >> 64) as u64;
+    for d in samples(r) {
         if let Some(info) = r.docinfo(d)? {
             found += 1;
             if shown_to(&info, user) {
@@ -129,6 +124,18 @@ pub fn holds_most(r: &Reader, user: &str) -> Result<bool> {
         }
     }
     Ok(found * 4 >= SAMPLES && theirs * 2 >= found)
+}
+
+/// The [`SAMPLES`] docnos a filter's share of the store is judged from: spread
+/// over `r`'s range by a golden-ratio sequence, so no stride of owners, scopes
+/// or layers aliases with it.
+fn samples(r: &Reader) -> impl Iterator<Item = u64> + use<> {
+    let span = r.stats().next_docno;
+    (1..=SAMPLES).map(move |i| {
+        // The fractional part of i·φ, in 64-bit fixed point, scaled to the range.
+        let frac = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        ((u128::from(frac) * u128::from(span)) >> 64) as u64
+    })
 }
 
 /// One owner's term (see `storage::keys::owner_term`) in a snapshot: its info
@@ -599,16 +606,12 @@ fn admitted_scopes(
 }
 
 /// Whether a `scopes` filter of `allowed` keeps at most [`SCOPE_WALK_SHARE`]
-/// of the memories found at [`SAMPLES`] docnos spread over the store's range
-/// (as [`holds_most`] samples): an unscoped memory, kept by every filter, is
-/// told by its bit; only a scoped one's record is read.
+/// of the memories found at the [`samples`] docnos: an unscoped memory, kept
+/// by every filter, is told by its bit; only a scoped one's record is read.
 fn keeps_few(r: &Reader, allowed: &[String]) -> Result<bool> {
-    let span = r.stats().next_docno;
     let mut unscoped = crate::storage::bitmap::Hidden::new(r.unscoped()?);
     let (mut found, mut kept) = (0u64, 0u64);
-    for i in 1..=SAMPLES {
-        let frac = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let d = ((u128::from(frac) * u128::from(span)) >> 64) as u64;
+    for d in samples(r) {
         if unscoped.contains(d)? {
             (found, kept) = (found + 1, kept + 1);
         } else if let Some(info) = r.docinfo(d)? {
