@@ -102,8 +102,9 @@ pub fn owners(user: &str) -> Vec<&str> {
 const SAMPLES: u64 = 64;
 
 /// Whether the memories `user` may be shown (theirs and the unattributed ones)
-/// are at least half the store, judged from the [`samples`] docnos; `false`
-/// when fewer than a quarter of them are memories.
+/// are at least half the store, judged from 64 docnos spread over the store's
+/// range (a golden-ratio sequence, so no stride of owners aliases with it);
+/// `false` when fewer than a quarter of them are memories.
 ///
 /// For such a user their owner terms' members are no help to the search:
 /// nearly every block of every term holds their memories, and walking them
