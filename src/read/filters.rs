@@ -504,11 +504,16 @@ impl<'r> ScopeMembers<'r> {
     /// # Errors
     /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
     pub fn of(r: &'r Reader, q: &RecallQuery) -> Result<Option<Self>> {
-        match q.scopes.as_deref() {
-            Some(allowed) if keeps_all(allowed) || !keeps_few(r, allowed)? => Ok(None),
-            Some(allowed) => Self::walk(r, allowed),
-            None => Ok(None),
+        let Some(allowed) = q.scopes.as_deref() else { return Ok(None) };
+        if keeps_all(allowed) {
+            return Ok(None);
         }
+        // The sample's rows of the bitmap serve the walk.
+        let mut unscoped = crate::storage::bitmap::Hidden::new(r.unscoped()?);
+        if !keeps_few(r, allowed, &mut unscoped)? {
+            return Ok(None);
+        }
+        Self::walk_with(r, allowed, unscoped)
     }
 
     /// The memories a `scopes` filter of `allowed` keeps in `r`, however many;
@@ -521,10 +526,19 @@ impl<'r> ScopeMembers<'r> {
         if keeps_all(allowed) {
             return Ok(None);
         }
+        Self::walk_with(r, allowed, crate::storage::bitmap::Hidden::new(r.unscoped()?))
+    }
+
+    /// [`ScopeMembers::walk`] over the unscoped bitmap as `unscoped` holds it.
+    fn walk_with(
+        r: &'r Reader,
+        allowed: &[String],
+        unscoped: crate::storage::bitmap::Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>,
+    ) -> Result<Option<Self>> {
         let table = r.scopes()?;
         let Some(keys) = admitted_scopes(table, allowed)? else { return Ok(None) };
         let walks = keys.iter().map(|k| KeyWalk::new(table, k)).collect::<Result<_>>()?;
-        Ok(Some(Self { unscoped: crate::storage::bitmap::Hidden::new(r.unscoped()?), walks }))
+        Ok(Some(Self { unscoped, walks }))
     }
 }
 
@@ -608,9 +622,13 @@ fn admitted_scopes(
 
 /// Whether a `scopes` filter of `allowed` keeps at most [`SCOPE_WALK_SHARE`]
 /// of the memories found at the [`samples`] docnos: an unscoped memory, kept
-/// by every filter, is told by its bit; only a scoped one's record is read.
-fn keeps_few(r: &Reader, allowed: &[String]) -> Result<bool> {
-    let mut unscoped = crate::storage::bitmap::Hidden::new(r.unscoped()?);
+/// by every filter, is told by its bit in `unscoped` (whose rows the walk then
+/// reuses); only a scoped one's record is read.
+fn keeps_few(
+    r: &Reader,
+    allowed: &[String],
+    unscoped: &mut crate::storage::bitmap::Hidden<'_, redb::ReadOnlyTable<u64, &'static [u8]>>,
+) -> Result<bool> {
     let (mut found, mut kept) = (0u64, 0u64);
     for d in samples(r) {
         if unscoped.contains(d)? {

@@ -449,20 +449,12 @@ impl Memory {
         // so the search meets no memory of another layer (not in an explained
         // recall, whose trace says why each memory was dropped, nor over a user's
         // listed memories, which are few).
-        let mut layers = match listed {
-            None if !q.explain => filters::LayerMembers::of(&r, q)?,
-            _ => None,
-        };
+        let walks = listed.is_none() && !q.explain;
+        let mut layers = if walks { filters::LayerMembers::of(&r, q)? } else { None };
         // A `min_importance` of 6 or more walks its bitmap likewise, and a
         // `scopes` filter keeping few memories its scopes' rows.
-        let mut important = match listed {
-            None if !q.explain => filters::Important::of(&r, q)?,
-            _ => None,
-        };
-        let mut scoped = match listed {
-            None if !q.explain => filters::ScopeMembers::of(&r, q)?,
-            _ => None,
-        };
+        let mut important = if walks { filters::Important::of(&r, q)? } else { None };
+        let mut scoped = if walks { filters::ScopeMembers::of(&r, q)? } else { None };
         // Layers too large to walk are kept on their bitmaps, when they all
         // have one.
         let mut kept = Vec::new();
