@@ -3,6 +3,7 @@
 use crate::error::Result;
 use crate::model::{MemoryType, Visibility};
 use crate::read::query::RecallQuery;
+use crate::storage::key_sets::{Index, KeyMembers};
 use crate::storage::postings::next_from;
 use crate::storage::{DocInfo, Reader};
 
@@ -297,15 +298,17 @@ impl crate::read::candidates::Allow for OwnerMembers {
 }
 
 /// A `layer` or `types` filter walks its layers' members ([`LayerMembers`])
-/// when they hold at most this share of the store. A walk costs about a step
-/// per member the search passes, while a search checking the records of the
-/// memories that would place costs little when the filter keeps most of them
-/// and very much when it keeps few: on the synthetic 1M store, types-filtered
-/// recalls (p50 of the query mix) took 0.15 / 0.51 / 1.3 / 3.0 / 7.3 ms walking
-/// layers of 1,000 / 4,000 / 16,000 / 64,000 / 128,000 memories against
-/// 108–121 ms checking records, and 5.8 / 12.3 ms walking the semantic /
-/// episodic layers (32% / 60% of the store) against 0.62 / 1.2 checking
-/// (`docs/PERFORMANCE.md`, session 50).
+/// when they hold at most this share of the store. A search checking the
+/// records of the memories that would place costs little when the filter
+/// keeps most of them and very much when it keeps few: on the synthetic 1M
+/// store, types-filtered recalls (p50 of the query mix) took 0.15 / 0.51 / 1.3
+/// / 3.0 / 7.3 ms walking layers of 1,000 / 4,000 / 16,000 / 64,000 / 128,000
+/// memories row by row against 108–121 ms checking records, and 5.8 / 12.3 ms
+/// walking the semantic / episodic layers (32% / 60% of the store) against
+/// 0.62 / 1.2 checking (`docs/PERFORMANCE.md`, session 50). The walk now
+/// reads a layer's rows once and keeps them ([`crate::storage::key_sets`]),
+/// but a removal from the layer has the next walk read them all again: the
+/// large layers keep their bitmaps or the record checks.
 pub const LAYER_WALK_SHARE: f64 = 0.125;
 
 /// The memories a `min_importance` filter of 6 or more keeps, walked on their
@@ -353,91 +356,26 @@ pub fn kept_layers(q: &RecallQuery) -> &[String] {
     }
 }
 
-/// Rows a [`LayerMembers`] walk steps through, at most, before it seeks
-/// instead: a step reads the next row of a leaf it holds, a seek descends the
-/// B-tree again.
-const LAYER_STEPS: usize = 16;
-
-/// The memories of the layers a `layer` or `types` filter keeps, walked in
-/// docno order in the `layer_order` index (one row per memory, keyed by layer,
-/// then docno). As an [`crate::read::candidates::Allow`], it lets the text
-/// search step over the other layers' memories without reading their records,
-/// however few of the query's matches the layers hold: a rare layer's recall
-/// checked each matching memory's record until it had found enough.
-pub struct LayerMembers<'r> {
-    walks: Vec<KeyWalk<'r>>,
+/// The memories of the layers a `layer` or `types` filter keeps, in docno
+/// order: each layer's rows in the `layer_order` index (one per memory, keyed
+/// by layer, then docno), as the store keeps them in memory
+/// ([`crate::storage::key_sets`]). As an [`crate::read::candidates::Allow`], it
+/// lets the text search step over the other layers' memories without reading
+/// their records, however few of the query's matches the layers hold: a rare
+/// layer's recall checked each matching memory's record until it had found
+/// enough.
+pub struct LayerMembers {
+    walks: Vec<KeyMembers>,
 }
 
-/// One key's rows in a `(key, docno)` index (a layer's in `layer_order`, a
-/// scope's in `scopes`), walked in docno order: the smallest member at or
-/// after `from` is `at` (`None`: there is none), and `rows` continues after it.
-struct KeyWalk<'r> {
-    table: &'r redb::ReadOnlyTable<(&'static str, u64), ()>,
-    key: String,
-    rows: redb::Range<'static, (&'static str, u64), ()>,
-    from: u64,
-    at: Option<u64>,
-}
-
-impl<'r> KeyWalk<'r> {
-    fn new(table: &'r redb::ReadOnlyTable<(&'static str, u64), ()>, key: &str) -> Result<Self> {
-        let mut walk = Self {
-            table,
-            key: key.to_owned(),
-            rows: table.range((key, 0u64)..=(key, u64::MAX))?,
-            from: 0,
-            at: None,
-        };
-        walk.at = walk.step()?;
-        Ok(walk)
-    }
-
-    /// The next row's docno.
-    fn step(&mut self) -> Result<Option<u64>> {
-        match self.rows.next() {
-            Some(row) => Ok(Some(row?.0.value().1)),
-            None => Ok(None),
-        }
-    }
-
-    /// Moves the walk to the smallest member at or after `d`, by a new descent.
-    fn seek(&mut self, d: u64) -> Result<()> {
-        self.rows = self.table.range((self.key.as_str(), d)..=(self.key.as_str(), u64::MAX))?;
-        self.from = d;
-        self.at = self.step()?;
-        Ok(())
-    }
-
-    fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
-        if d < self.from {
-            self.seek(d)?;
-            return Ok(self.at);
-        }
-        self.from = d;
-        let mut steps = 0;
-        while let Some(at) = self.at {
-            if at >= d {
-                break;
-            }
-            if steps == LAYER_STEPS {
-                self.seek(d)?;
-                break;
-            }
-            self.at = self.step()?;
-            steps += 1;
-        }
-        Ok(self.at)
-    }
-}
-
-impl<'r> LayerMembers<'r> {
+impl LayerMembers {
     /// The memories of the layers `q` keeps in `r`: its `layer`, or else its
     /// `types`; `None` when it keeps every layer, or when those hold more than
     /// [`LAYER_WALK_SHARE`] of the store.
     ///
     /// # Errors
     /// Storage errors.
-    pub fn of(r: &'r Reader, q: &RecallQuery) -> Result<Option<Self>> {
+    pub fn of(r: &Reader, q: &RecallQuery) -> Result<Option<Self>> {
         let layers = kept_layers(q);
         if layers.is_empty() {
             return Ok(None);
@@ -445,37 +383,30 @@ impl<'r> LayerMembers<'r> {
         if r.layer_memories(layers)? as f64 > LAYER_WALK_SHARE * r.stats().docs as f64 {
             return Ok(None);
         }
-        let table = r.layer_order()?;
         let mut walks = Vec::with_capacity(layers.len());
         for (i, layer) in layers.iter().enumerate() {
             if !layers[..i].contains(layer) {
-                walks.push(KeyWalk::new(table, layer)?);
+                walks.push(r.key_members(Index::Layers, layer)?);
             }
         }
         Ok(Some(Self { walks }))
     }
 }
 
-impl crate::read::candidates::Allow for LayerMembers<'_> {
+impl crate::read::candidates::Allow for LayerMembers {
     fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
-        first_of(&mut self.walks, d)
+        Ok(first_of(&mut self.walks, d))
     }
 }
 
 /// The smallest member at or after `d` of any of `walks`.
-fn first_of(walks: &mut [KeyWalk<'_>], d: u64) -> Result<Option<u64>> {
-    let mut next = None;
-    for walk in walks {
-        if let Some(at) = walk.next_ge(d)? {
-            next = Some(next.map_or(at, |n: u64| n.min(at)));
-        }
-    }
-    Ok(next)
+fn first_of(walks: &mut [KeyMembers], d: u64) -> Option<u64> {
+    walks.iter_mut().filter_map(|w| w.next_ge(d)).min()
 }
 
 /// A `scopes` filter walks the memories it keeps ([`ScopeMembers`]) when a
-/// sample of the store finds at most this share of its memories kept: as for
-/// a layer, a walk costs a step per member the search passes.
+/// sample of the store finds at most this share of its memories kept, as a
+/// layer filter does.
 pub const SCOPE_WALK_SHARE: f64 = LAYER_WALK_SHARE;
 
 /// The most distinct scopes a [`ScopeMembers`] walk follows; a filter
@@ -485,13 +416,14 @@ pub const SCOPE_WALK_KEYS: usize = 64;
 /// The memories a `scopes` filter keeps, walked in docno order: those without
 /// a scope, on their bitmap's set bits (`storage::bitmap`), and those holding
 /// a scope the filter admits ([`match_scope`]), in the rows of those scopes in
-/// the `scopes` index. As an [`crate::read::candidates::Allow`], it lets the
+/// the `scopes` index as the store keeps them in memory
+/// ([`crate::storage::key_sets`]). As an [`crate::read::candidates::Allow`], it lets the
 /// text search step over every other memory without scoring it or reading its
 /// record: a filter keeping few of the query's matches otherwise checked the
 /// record of each until it had found enough.
 pub struct ScopeMembers<'r> {
     unscoped: crate::storage::bitmap::Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>,
-    walks: Vec<KeyWalk<'r>>,
+    walks: Vec<KeyMembers>,
 }
 
 impl<'r> ScopeMembers<'r> {
@@ -535,16 +467,15 @@ impl<'r> ScopeMembers<'r> {
         allowed: &[String],
         unscoped: crate::storage::bitmap::Hidden<'r, redb::ReadOnlyTable<u64, &'static [u8]>>,
     ) -> Result<Option<Self>> {
-        let table = r.scopes()?;
-        let Some(keys) = admitted_scopes(table, allowed)? else { return Ok(None) };
-        let walks = keys.iter().map(|k| KeyWalk::new(table, k)).collect::<Result<_>>()?;
+        let Some(keys) = admitted_scopes(r.scopes()?, allowed)? else { return Ok(None) };
+        let walks = keys.iter().map(|k| r.key_members(Index::Scopes, k)).collect::<Result<_>>()?;
         Ok(Some(Self { unscoped, walks }))
     }
 }
 
 impl crate::read::candidates::Allow for ScopeMembers<'_> {
     fn next_ge(&mut self, d: u64) -> Result<Option<u64>> {
-        let scoped = first_of(&mut self.walks, d)?;
+        let scoped = first_of(&mut self.walks, d);
         // No unscoped memory can come before `d` when a scoped one is `d`.
         let unscoped = match scoped {
             Some(at) if at == d => None,
@@ -707,13 +638,20 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(24))]
         /// A layer filter's walk answers each target with the smallest member of
         /// its layers at or after it, as the entries say, whatever the targets'
-        /// order and gaps (steps within a leaf, seeks past [`LAYER_STEPS`] rows,
-        /// a smaller target starting over), for one layer, several (repeated or
-        /// missing ones among them), and `layer` over `types`; a filter whose
-        /// layers hold more than [`LAYER_WALK_SHARE`] of the store walks nothing.
+        /// order and gaps (a smaller target starting over), for one layer,
+        /// several (repeated or missing ones among them), and `layer` over
+        /// `types`, through memories added in batches and one at a time, moved
+        /// between layers and removed, each step walked after the one before
+        /// (the store keeps the members it walked), and in the first snapshot
+        /// again after the adds and at the end; a filter whose layers hold more than
+        /// [`LAYER_WALK_SHARE`] of the store walks nothing.
         #[test]
         fn a_layer_walk_finds_each_next_member(
             kinds in prop::collection::vec(0u8..100, 200..1500),
+            more in prop::collection::vec(0u8..100, 0..1500),
+            single in prop::collection::vec(0u8..10, 0..10),
+            moved in prop::collection::vec((0usize..1600, 0u8..100), 0..20),
+            removed in prop::collection::vec(0usize..1600, 0..20),
             picks in prop::collection::vec((0u64..1600, any::<bool>()), 1..40),
             sorted in any::<bool>(),
         ) {
@@ -722,22 +660,22 @@ mod tests {
                 5..7 => "rarer",
                 _ => "episodic",
             };
-            let mem = Memory::open_in_memory().expect("store");
-            let entries: Vec<MemoryEntry> = kinds
-                .iter()
-                .map(|&x| {
-                    let mut e = MemoryEntry::new(MemoryType::Episodic, "some memory text");
-                    e.layer = layer_of(x).to_owned();
-                    e
-                })
-                .collect();
-            let ids = mem.add_batch(entries).expect("add");
-            let r = mem.read().expect("read");
-            let layers: Vec<(u64, &str)> = ids
-                .iter()
-                .zip(&kinds)
-                .map(|(id, &x)| (r.docno_of(id).expect("docno").expect("held"), layer_of(x)))
-                .collect();
+            let entry = |x: u8| {
+                let mut e = MemoryEntry::new(MemoryType::Episodic, "some memory text");
+                e.layer = layer_of(x).to_owned();
+                e
+            };
+            // The memories `r` holds, with their layers.
+            let held_in = |r: &Reader, ids: &[String]| -> Vec<(u64, String)> {
+                let mut held = Vec::new();
+                for id in ids {
+                    if let Some(d) = r.docno_of(id).expect("docno") {
+                        held.push((d, r.get(d).expect("get").expect("held").layer));
+                    }
+                }
+                held.sort_unstable();
+                held
+            };
             let asks: [(Option<&str>, Option<Vec<&str>>); 6] = [
                 (None, Some(vec!["rare"])),
                 (Some("rarer"), None),
@@ -746,36 +684,68 @@ mod tests {
                 (None, Some(vec!["missing", "rarer"])),
                 (None, Some(vec!["episodic"])),
             ];
-            for (layer, types) in asks {
-                let mut q = RecallQuery::new("text");
-                q.layer = layer.map(str::to_owned);
-                q.types = types.clone().map(|t| t.into_iter().map(str::to_owned).collect());
-                let kept: Vec<&str> = match (layer, &types) {
-                    (Some(l), _) => vec![l],
-                    (None, Some(t)) => t.clone(),
-                    (None, None) => unreachable!(),
-                };
-                let members: Vec<u64> =
-                    layers.iter().filter(|(_, l)| kept.contains(l)).map(|(d, _)| *d).collect();
-                let Some(mut walk) = LayerMembers::of(&r, &q).expect("walk") else {
-                    prop_assert!(
-                        members.len() as f64 > LAYER_WALK_SHARE * layers.len() as f64,
-                        "{:?} not walked with {} of {}", kept, members.len(), layers.len()
-                    );
-                    continue;
-                };
-                prop_assert!(members.len() as f64 <= LAYER_WALK_SHARE * layers.len() as f64);
-                // Random docnos, and members themselves (a walk may reach one
-                // by a seek).
-                let targets: Vec<u64> = picks
-                    .iter()
-                    .map(|&(t, member)| match members.len() {
-                        n if member && n > 0 => members[(t as usize) % n],
-                        _ => t,
-                    })
-                    .collect();
-                answers_each_target(&mut walk, &members, targets, sorted, &kept)?;
+            // Every filter's walk in `r` against `layers`.
+            let check = |r: &Reader, layers: &[(u64, String)]| {
+                for (layer, types) in &asks {
+                    let mut q = RecallQuery::new("text");
+                    q.layer = layer.map(str::to_owned);
+                    q.types = types.clone().map(|t| t.into_iter().map(str::to_owned).collect());
+                    let kept: Vec<&str> = match (layer, types) {
+                        (Some(l), _) => vec![*l],
+                        (None, Some(t)) => t.clone(),
+                        (None, None) => unreachable!(),
+                    };
+                    let members: Vec<u64> = layers
+                        .iter()
+                        .filter(|(_, l)| kept.contains(&l.as_str()))
+                        .map(|(d, _)| *d)
+                        .collect();
+                    let Some(mut walk) = LayerMembers::of(r, &q).expect("walk") else {
+                        prop_assert!(
+                            members.len() as f64 > LAYER_WALK_SHARE * layers.len() as f64,
+                            "{:?} not walked with {} of {}", kept, members.len(), layers.len()
+                        );
+                        continue;
+                    };
+                    prop_assert!(members.len() as f64 <= LAYER_WALK_SHARE * layers.len() as f64);
+                    // Random docnos, and members themselves.
+                    let targets: Vec<u64> = picks
+                        .iter()
+                        .map(|&(t, member)| match members.len() {
+                            n if member && n > 0 => members[(t as usize) % n],
+                            _ => t,
+                        })
+                        .collect();
+                    answers_each_target(&mut walk, &members, targets, sorted, &kept)?;
+                }
+                Ok::<(), TestCaseError>(())
+            };
+            // The store keeps the walked layers' members: each step below
+            // checks what it read before, extended, or read again.
+            let mem = Memory::open_in_memory().expect("store");
+            let mut ids = mem.add_batch(kinds.iter().map(|&x| entry(x)).collect()).expect("add");
+            let first = mem.read().expect("read");
+            let first_held = held_in(&first, &ids);
+            check(&first, &first_held)?;
+            ids.extend(mem.add_batch(more.iter().map(|&x| entry(x)).collect()).expect("add"));
+            for &x in &single {
+                ids.push(mem.add(entry(x)).expect("add"));
             }
+            check(&mem.read().expect("read"), &held_in(&mem.read().expect("read"), &ids))?;
+            check(&first, &first_held)?;
+            for &(i, x) in &moved {
+                let mut e = mem.get(&ids[i % ids.len()]).expect("get").expect("held");
+                e.layer = layer_of(x).to_owned();
+                mem.update(e).expect("update");
+            }
+            check(&mem.read().expect("read"), &held_in(&mem.read().expect("read"), &ids))?;
+            for i in &removed {
+                mem.remove(&ids[i % ids.len()]).expect("remove");
+            }
+            let r = mem.read().expect("read");
+            check(&r, &held_in(&r, &ids))?;
+            // The first snapshot still sees its own memories only.
+            check(&first, &first_held)?;
         }
 
         /// A `scopes` filter's walk answers each target with the smallest
@@ -783,8 +753,11 @@ mod tests {
         /// say: unscoped ones (on their bitmap) and those holding a scope the
         /// filter admits, exactly or by a glob either way (on their rows),
         /// whatever the targets' order, through memories added in a batch and
-        /// one at a time, rescoped (to and from none) and removed. A filter
-        /// admitting `*` keeps every memory and walks nothing.
+        /// one at a time, rescoped (to and from none) and removed, each step
+        /// walked after the one before (the store keeps the members it walked),
+        /// and in the first snapshot again after the adds and at the end. A
+        /// filter admitting `*`
+        /// keeps every memory and walks nothing.
         #[test]
         fn a_scope_walk_finds_each_next_member(
             scopes in prop::collection::vec(prop::collection::vec(0usize..9, 0..3), 100..600),
@@ -810,42 +783,61 @@ mod tests {
                 e.scope = scope;
                 e
             };
+            // The memories `r` holds, with their scopes.
+            let held_in = |r: &Reader, ids: &[String]| -> Vec<(u64, Vec<String>)> {
+                let mut held = Vec::new();
+                for id in ids {
+                    if let Some(d) = r.docno_of(id).expect("docno") {
+                        let e = r.get(d).expect("get").expect("held");
+                        held.push((d, e.scope));
+                    }
+                }
+                held.sort_unstable();
+                held
+            };
+            // Every filter's walk in `r` against `held`.
+            let check = |r: &Reader, held: &[(u64, Vec<String>)]| {
+                for picks_asked in &allowed {
+                    let asked = named(picks_asked, &ASKED);
+                    let members: Vec<u64> = held
+                        .iter()
+                        .filter(|(_, scope)| match_scope(scope, &asked))
+                        .map(|(d, _)| *d)
+                        .collect();
+                    let mut walk = ScopeMembers::walk(r, &asked).expect("walk").expect("walked");
+                    answers_each_target(&mut walk, &members, picks.clone(), sorted, &asked)?;
+                }
+                Ok::<(), TestCaseError>(())
+            };
+            // The store keeps the walked scopes' members: each step below
+            // checks what it read before, extended, or read again.
             let mem = Memory::open_in_memory().expect("store");
             let half = scopes.len() / 2;
             let mut ids = mem
                 .add_batch(scopes[..half].iter().map(|s| entry(named(s, &STORED))).collect())
                 .expect("add");
+            let first = mem.read().expect("read");
+            let first_held = held_in(&first, &ids);
+            check(&first, &first_held)?;
             for s in &scopes[half..] {
                 ids.push(mem.add(entry(named(s, &STORED))).expect("add"));
             }
+            check(&mem.read().expect("read"), &held_in(&mem.read().expect("read"), &ids))?;
+            check(&first, &first_held)?;
             for (i, s) in &changed {
                 let id = &ids[i % ids.len()];
                 let mut e = mem.get(id).expect("get").expect("held");
                 e.scope = named(s, &STORED);
                 mem.update(e).expect("update");
             }
+            check(&mem.read().expect("read"), &held_in(&mem.read().expect("read"), &ids))?;
             for i in &removed {
                 mem.remove(&ids[i % ids.len()]).expect("remove");
             }
             let r = mem.read().expect("read");
-            let mut held: Vec<(u64, Vec<String>)> = Vec::new();
-            for id in &ids {
-                if let Some(d) = r.docno_of(id).expect("docno") {
-                    let e = mem.get(id).expect("get").expect("held");
-                    held.push((d, e.scope));
-                }
-            }
-            held.sort_unstable();
-            for picks_asked in &allowed {
-                let asked = named(picks_asked, &ASKED);
-                let members: Vec<u64> = held
-                    .iter()
-                    .filter(|(_, scope)| match_scope(scope, &asked))
-                    .map(|(d, _)| *d)
-                    .collect();
-                let mut walk = ScopeMembers::walk(&r, &asked).expect("walk").expect("walked");
-                answers_each_target(&mut walk, &members, picks.clone(), sorted, &asked)?;
-            }
+            check(&r, &held_in(&r, &ids))?;
+            // The first snapshot still sees its own memories only.
+            check(&first, &first_held)?;
             let everything = vec!["team".to_owned(), "*".to_owned()];
             prop_assert!(ScopeMembers::walk(&r, &everything).expect("walk").is_none());
         }

@@ -14,6 +14,7 @@ pub mod doc_terms;
 mod docinfo;
 pub mod faulty;
 pub mod graph;
+pub mod key_sets;
 pub mod keys;
 pub mod logged;
 pub mod postings;

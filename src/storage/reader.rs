@@ -304,6 +304,21 @@ impl Reader {
         self.lazy(&self.scopes, SCOPES)
     }
 
+    /// The members of `key` in `index` in this snapshot, from the set the store
+    /// keeps of them (see [`super::key_sets`]).
+    pub(crate) fn key_members(
+        &self,
+        index: super::key_sets::Index,
+        key: &str,
+    ) -> Result<super::key_sets::KeyMembers> {
+        let table = match index {
+            super::key_sets::Index::Layers => self.layer_order()?,
+            super::key_sets::Index::Scopes => self.scopes()?,
+        };
+        let epoch = super::key_sets::epoch(&self.meta, index, key)?;
+        self.blocks.key_set(table, (index, key), epoch, self.stats.next_docno)
+    }
+
     /// The bitmap of the memories without a scope (`storage::bitmap`).
     pub(crate) fn unscoped(&self) -> Result<&ReadOnlyTable<u64, Bytes>> {
         self.bitmap(UNSCOPED)

@@ -59,7 +59,8 @@ fn delete_index_tables(txn: &WriteTransaction) -> Result<()> {
 }
 
 /// Deletes every table but `meta`, and every meta row but the schema version,
-/// tokenizer version and profile; then recreates the empty tables.
+/// tokenizer version and profile; then recreates the empty tables and gives
+/// the store a new epoch of its kept key sets (`storage::key_sets`).
 fn clear_all(txn: &WriteTransaction, profile: crate::Profile) -> Result<()> {
     let handles: Vec<_> = txn.list_tables()?.filter(|h| h.name() != "meta").collect();
     for h in handles {
@@ -78,6 +79,9 @@ fn clear_all(txn: &WriteTransaction, profile: crate::Profile) -> Result<()> {
         for k in drop_keys {
             meta.remove(k.as_str())?;
         }
+        // Memories are numbered from 0 again: no set kept of the old ones' may
+        // be taken for theirs.
+        super::key_sets::renew_all(&mut meta)?;
     }
     Writer::create_all(txn, profile)
 }
@@ -771,6 +775,7 @@ fn rebuild_in(
     }
     delete_index_tables(txn)?;
     let mut w = Writer::open(txn, profile)?;
+    w.renew_key_sets();
     w.stats.docs = 0;
     w.stats.total_len = 0;
     let mut max_docno: Option<u64> = None;

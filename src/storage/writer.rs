@@ -9,7 +9,7 @@ use super::codec::{decode, decode_self_model, encode, encode_self_model};
 use super::docinfo::DocInfo;
 use super::keys::{IndexKeys, OWNER_TERM_PREFIX, index_keys, index_keys_with};
 use super::schema::{self, *};
-use super::{CorpusStats, bitmap, doc_terms, meta_keys, postings, query, tail};
+use super::{CorpusStats, bitmap, doc_terms, key_sets, meta_keys, postings, query, tail};
 use crate::Profile;
 use crate::error::{Error, Result};
 use crate::model::{MemoryEntry, SelfModel, time};
@@ -50,6 +50,9 @@ pub struct Writer<'t> {
     /// The first docno this transaction gives out: buffered postings of memories
     /// from here on are new and may go to the tail.
     first_new: u64,
+    /// The `layer_order` and `scopes` keys whose rows changed other than by a
+    /// new memory's: they get new epochs at flush (see [`super::key_sets`]).
+    key_bumps: key_sets::Bumps,
     /// What this transaction has done to the tail (a new version is stored at
     /// flush when it changed).
     tail_writes: tail::TailWrites,
@@ -320,6 +323,7 @@ impl<'t> Writer<'t> {
                 .map(|(def, marker)| Ok((txn.open_table(*def)?, bitmap::Marks::default(), *marker)))
                 .collect::<Result<_>>()?,
             first_new: stats.next_docno,
+            key_bumps: key_sets::Bumps::default(),
             tail_writes: tail::TailWrites::default(),
             tail_done: (0, tail::TailChange::Unchanged),
             tail_caps: tail::Caps::default(),
@@ -338,6 +342,12 @@ impl<'t> Writer<'t> {
             fact_changes: None,
             graph: None,
         })
+    }
+
+    /// Gives every `layer_order` and `scopes` key a new epoch at flush (the
+    /// indexes are rebuilt): no kept set of their members is used again.
+    pub(crate) fn renew_key_sets(&mut self) {
+        self.key_bumps.all();
     }
 
     /// Sets how many memories the postings tail may hold before this transaction
@@ -383,6 +393,7 @@ impl<'t> Writer<'t> {
         for (table, marks, _) in &mut self.bitmaps {
             marks.write(table)?;
         }
+        self.key_bumps.write(&mut self.meta)?;
         if !self.pending.is_empty() {
             // Memories numbered in this transaction (an upper bound of those with
             // buffered postings).
@@ -900,12 +911,21 @@ impl<'t> Writer<'t> {
             let created = time::to_micros(&e.created_at);
             self.importance.insert((e.layer.as_str(), e.importance, created, docno), ())?;
         }
+        // A memory numbered before this transaction joins its keys' members
+        // below where a kept set ends.
+        let renumbered = docno < self.first_new;
         if !same.layer {
             self.layer_order.insert((e.layer.as_str(), docno), ())?;
+            if renumbered {
+                self.key_bumps.key(key_sets::Index::Layers, &e.layer);
+            }
         }
         if !same.scope {
             for sc in scope_keys(&e.scope) {
                 self.scopes.insert((sc, docno), ())?;
+                if renumbered {
+                    self.key_bumps.key(key_sets::Index::Scopes, sc);
+                }
             }
         }
         Ok(())
@@ -972,10 +992,12 @@ impl<'t> Writer<'t> {
         }
         if !same.layer {
             self.layer_order.remove((e.layer.as_str(), docno))?;
+            self.key_bumps.key(key_sets::Index::Layers, &e.layer);
         }
         if !same.scope {
             for sc in scope_keys(&e.scope) {
                 self.scopes.remove((sc, docno))?;
+                self.key_bumps.key(key_sets::Index::Scopes, sc);
             }
         }
         Ok(())
