@@ -634,6 +634,28 @@ mod tests {
         Ok(())
     }
 
+    /// Updates the memory of `ids` at each index of `changed` (modulo their
+    /// number) by `change`, checks the store by `check`, removes those at the
+    /// indexes of `removed` and checks it again.
+    fn change_then_remove<T>(
+        mem: &Memory,
+        ids: &[String],
+        (changed, change): (&[(usize, T)], impl Fn(&mut MemoryEntry, &T)),
+        removed: &[usize],
+        check: impl Fn(&Reader) -> std::result::Result<(), TestCaseError>,
+    ) -> std::result::Result<(), TestCaseError> {
+        for (i, x) in changed {
+            let mut e = mem.get(&ids[i % ids.len()]).expect("get").expect("held");
+            change(&mut e, x);
+            mem.update(e).expect("update");
+        }
+        check(&mem.read().expect("read"))?;
+        for i in removed {
+            mem.remove(&ids[i % ids.len()]).expect("remove");
+        }
+        check(&mem.read().expect("read"))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
         /// A layer filter's walk answers each target with the smallest member of
@@ -733,17 +755,10 @@ mod tests {
             }
             check(&mem.read().expect("read"), &held_in(&mem.read().expect("read"), &ids))?;
             check(&first, &first_held)?;
-            for &(i, x) in &moved {
-                let mut e = mem.get(&ids[i % ids.len()]).expect("get").expect("held");
-                e.layer = layer_of(x).to_owned();
-                mem.update(e).expect("update");
-            }
-            check(&mem.read().expect("read"), &held_in(&mem.read().expect("read"), &ids))?;
-            for i in &removed {
-                mem.remove(&ids[i % ids.len()]).expect("remove");
-            }
-            let r = mem.read().expect("read");
-            check(&r, &held_in(&r, &ids))?;
+            let changes = |e: &mut MemoryEntry, &x: &u8| e.layer = layer_of(x).to_owned();
+            change_then_remove(&mem, &ids, (&moved, changes), &removed, |r| {
+                check(r, &held_in(r, &ids))
+            })?;
             // The first snapshot still sees its own memories only.
             check(&first, &first_held)?;
         }
@@ -824,18 +839,11 @@ mod tests {
             }
             check(&mem.read().expect("read"), &held_in(&mem.read().expect("read"), &ids))?;
             check(&first, &first_held)?;
-            for (i, s) in &changed {
-                let id = &ids[i % ids.len()];
-                let mut e = mem.get(id).expect("get").expect("held");
-                e.scope = named(s, &STORED);
-                mem.update(e).expect("update");
-            }
-            check(&mem.read().expect("read"), &held_in(&mem.read().expect("read"), &ids))?;
-            for i in &removed {
-                mem.remove(&ids[i % ids.len()]).expect("remove");
-            }
+            let changes = |e: &mut MemoryEntry, s: &Vec<usize>| e.scope = named(s, &STORED);
+            change_then_remove(&mem, &ids, (&changed, changes), &removed, |r| {
+                check(r, &held_in(r, &ids))
+            })?;
             let r = mem.read().expect("read");
-            check(&r, &held_in(&r, &ids))?;
             // The first snapshot still sees its own memories only.
             check(&first, &first_held)?;
             let everything = vec!["team".to_owned(), "*".to_owned()];
