@@ -913,17 +913,17 @@ impl<'t> Writer<'t> {
         }
         // A memory numbered before this transaction joins its keys' members
         // below where a kept set ends.
-        let renumbered = docno < self.first_new;
+        let stored_before = docno < self.first_new;
         if !same.layer {
             self.layer_order.insert((e.layer.as_str(), docno), ())?;
-            if renumbered {
+            if stored_before {
                 self.key_bumps.key(key_sets::Index::Layers, &e.layer);
             }
         }
         if !same.scope {
             for sc in scope_keys(&e.scope) {
                 self.scopes.insert((sc, docno), ())?;
-                if renumbered {
+                if stored_before {
                     self.key_bumps.key(key_sets::Index::Scopes, sc);
                 }
             }
