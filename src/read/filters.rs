@@ -312,8 +312,14 @@ impl crate::read::candidates::Allow for OwnerMembers {
 /// other layer is walked whatever its size (session 52): a search checking
 /// records is as slow for a large layer that holds few of the query's
 /// matches (114 ms p50 for one of 250,000 memories in a store of 1.25M) as
-/// for a small one.
+/// for a small one, up to [`LARGE_LAYER_WALK_SHARE`].
 pub const LAYER_WALK_SHARE: f64 = 0.125;
+
+/// Layers without a bitmap that hold more than this share of the store are
+/// checked on records, not walked: they hold most of what a query matches, so
+/// the checks find the memories they keep soon, while a removal from them
+/// would have the next walk read most of the store's rows again.
+pub const LARGE_LAYER_WALK_SHARE: f64 = 0.5;
 
 /// The memories a `min_importance` filter of 6 or more keeps, walked on their
 /// bitmap's set bits (`storage::bitmap`): an [`crate::read::candidates::Allow`]
@@ -374,9 +380,10 @@ pub struct LayerMembers {
 
 impl LayerMembers {
     /// The memories of the layers `q` keeps in `r`: its `layer`, or else its
-    /// `types`; `None` when it keeps every layer, or when those hold more than
+    /// `types`; `None` when it keeps every layer, when those hold more than
     /// [`LAYER_WALK_SHARE`] of the store and each has a bitmap (the episodic
-    /// and semantic layers, skipped on their bits instead).
+    /// and semantic layers, skipped on their bits instead), or when they hold
+    /// more than [`LARGE_LAYER_WALK_SHARE`] of it.
     ///
     /// # Errors
     /// Storage errors.
@@ -385,12 +392,13 @@ impl LayerMembers {
         if layers.is_empty() {
             return Ok(None);
         }
-        if r.layer_memories(layers)? as f64 > LAYER_WALK_SHARE * r.stats().docs as f64 {
+        let share = r.layer_memories(layers)? as f64 / r.stats().docs.max(1) as f64;
+        if share > LAYER_WALK_SHARE {
             let mut all_bits = true;
             for layer in layers {
                 all_bits &= r.layer_bits(layer)?.is_some();
             }
-            if all_bits {
+            if all_bits || share > LARGE_LAYER_WALK_SHARE {
                 return Ok(None);
             }
         }
@@ -678,8 +686,9 @@ mod tests {
         /// (the store keeps the members it walked), and in the first snapshot
         /// again after the adds and at the end; a filter whose layers hold more than
         /// [`LAYER_WALK_SHARE`] of the store walks nothing when they all have
-        /// bitmaps (episodic), and walks them otherwise (a large custom layer,
-        /// alone or beside episodic).
+        /// bitmaps (episodic) or hold more than [`LARGE_LAYER_WALK_SHARE`] of
+        /// it, and walks them otherwise (a large custom layer, alone or beside
+        /// a few rare ones).
         #[test]
         fn a_layer_walk_finds_each_next_member(
             kinds in prop::collection::vec(0u8..100, 200..1500),
@@ -712,7 +721,7 @@ mod tests {
                 held.sort_unstable();
                 held
             };
-            let asks: [(Option<&str>, Option<Vec<&str>>); 8] = [
+            let asks: [(Option<&str>, Option<Vec<&str>>); 9] = [
                 (None, Some(vec!["rare"])),
                 (Some("rarer"), None),
                 (Some("rarer"), Some(vec!["rare"])),
@@ -720,6 +729,7 @@ mod tests {
                 (None, Some(vec!["missing", "rarer"])),
                 (None, Some(vec!["episodic"])),
                 (Some("large"), None),
+                (None, Some(vec!["rare", "large"])),
                 (None, Some(vec!["episodic", "large"])),
             ];
             // Every filter's walk in `r` against `layers`.
@@ -740,8 +750,9 @@ mod tests {
                         .collect();
                     // Layers with bitmaps are skipped on them when they are
                     // many; any other is walked.
-                    let walked = members.len() as f64 <= LAYER_WALK_SHARE * layers.len() as f64
-                        || kept.iter().any(|l| *l != "episodic");
+                    let share = members.len() as f64 / layers.len() as f64;
+                    let walked = share <= LAYER_WALK_SHARE
+                        || (share <= LARGE_LAYER_WALK_SHARE && kept.iter().any(|l| *l != "episodic"));
                     let Some(mut walk) = LayerMembers::of(r, &q).expect("walk") else {
                         prop_assert!(
                             !walked,
