@@ -73,14 +73,7 @@ fn meta_key(index: Index, key: &str) -> String {
 
 /// A `meta` value as a u64 (absent: 0).
 fn read_u64(meta: &impl ReadableTable<Str, Bytes>, key: &str) -> Result<u64> {
-    match meta.get(key)? {
-        Some(v) => {
-            Ok(u64::from_le_bytes(v.value().try_into().map_err(|_| {
-                crate::Error::Corrupted(format!("meta row {key:?} is not 8 bytes"))
-            })?))
-        }
-        None => Ok(0),
-    }
+    super::meta_u64(meta.get(key)?.as_ref().map(|v| v.value()), key)
 }
 
 /// The epoch of `key` in `index` as `meta` holds it: its own and the store's.

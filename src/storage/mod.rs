@@ -730,11 +730,16 @@ impl Store {
 
 /// Decodes meta [`meta_keys::ACCESS_APPLIED`] (absent: 0).
 pub(crate) fn access_applied(v: Option<&[u8]>) -> Result<u64> {
+    meta_u64(v, "access sequence number")
+}
+
+/// Decodes a u64 meta value, `what` (absent: 0).
+pub(crate) fn meta_u64(v: Option<&[u8]>, what: &str) -> Result<u64> {
     match v {
         None => Ok(0),
         Some(b) => <[u8; 8]>::try_from(b)
             .map(u64::from_le_bytes)
-            .map_err(|_| Error::Corrupted("access sequence number is not 8 bytes".into())),
+            .map_err(|_| Error::Corrupted(format!("{what} is not 8 bytes"))),
     }
 }
 
