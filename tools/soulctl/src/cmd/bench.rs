@@ -137,6 +137,11 @@ pub struct RecallArgs {
     /// percentile).
     #[arg(long)]
     per_query: Option<PathBuf>,
+    /// After every Nth timed recall, remove its first result from the store,
+    /// untimed (an agent forgetting what it was shown: the removed memory was a
+    /// member of the query's filter).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    remove_every: Option<u64>,
 }
 
 /// `bench scale` arguments.
@@ -390,7 +395,12 @@ fn recall_only(a: &RecallArgs) -> anyhow::Result<ExitCode> {
     let mut all: Vec<f64> = Vec::new();
     let pb = bar((queries.len() * a.repeat) as u64, "recall".into());
     let mut next = mem.count()?;
-    let load = Load { repeat: a.repeat, filters, pace_ms: a.concurrent.then_some(a.pace_ms) };
+    let load = Load {
+        repeat: a.repeat,
+        filters,
+        pace_ms: a.concurrent.then_some(a.pace_ms),
+        remove_every: a.remove_every,
+    };
     let mut written = Ok(());
     let mut timed = 0usize;
     let mut got = time_concurrent(&mem, &corpus, &queries, &mut next, &load, &pb, |q, e, r| {
@@ -667,11 +677,16 @@ struct Load<'a> {
     filters: Filters<'a>,
     /// With a second thread observing, milliseconds it waits after each observe.
     pace_ms: Option<u64>,
+    /// Every this many recalls, the first result is removed from the store
+    /// (untimed).
+    remove_every: Option<u64>,
 }
 
 /// Times `load.repeat` passes of recalls over `queries`, while a second thread (with
 /// `load.pace_ms`) observes the corpus's exchanges from `*next` on, durably (other
-/// conversations of the same agent). `each` sees every recall and its time.
+/// conversations of the same agent). `each` sees every recall and its time. With
+/// `load.remove_every`, every so many recalls' first result is then removed,
+/// untimed.
 fn time_concurrent(
     mem: &Memory,
     corpus: &Corpus,
@@ -681,7 +696,7 @@ fn time_concurrent(
     pb: &ProgressBar,
     mut each: impl FnMut(&SynthQuery, f64, &soulmem::Recall),
 ) -> anyhow::Result<Concurrent> {
-    let Load { repeat, filters, pace_ms } = *load;
+    let Load { repeat, filters, pace_ms, remove_every } = *load;
     let stop = std::sync::atomic::AtomicBool::new(false);
     let start = *next;
     std::thread::scope(|scope| -> anyhow::Result<Concurrent> {
@@ -708,6 +723,11 @@ fn time_concurrent(
                     each(q, e, &r);
                     recalls.push(e);
                     pb.inc(1);
+                    let nth =
+                        remove_every.is_some_and(|n| (recalls.len() as u64).is_multiple_of(n));
+                    if let (true, Some(first)) = (nth, r.memories.first()) {
+                        mem.remove(&first.id)?;
+                    }
                 }
             }
             Ok(())
@@ -1162,7 +1182,12 @@ fn measure_once(
 
     // Recall while another thread observes (paced, durable).
     let pb = bar(queries.len() as u64, format!("concurrent {n}"));
-    let load = Load { repeat: 1, filters: Filters::default(), pace_ms: Some(CONCURRENT_PACE_MS) };
+    let load = Load {
+        repeat: 1,
+        filters: Filters::default(),
+        pace_ms: Some(CONCURRENT_PACE_MS),
+        remove_every: None,
+    };
     let mut got = time_concurrent(&mem, corpus, queries, &mut next, &load, &pb, |_, _, _| {})?;
     pb.finish_and_clear();
     row.insert("recall_concurrent_p50_ms".into(), round3(quantile(&mut got.recalls, 0.5)));
