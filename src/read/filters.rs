@@ -635,9 +635,13 @@ mod tests {
     }
 
     /// Checks that `walk` answers each of `targets` (in ascending order when
-    /// `sorted`) with the smallest of `members` (ascending) at or after it.
+    /// `sorted`) with the smallest of `members` (ascending) at or after it, or
+    /// with a memory removed from `r` before that one (a kept set may hold
+    /// those: they have no postings left; `held` is every docno `r` holds,
+    /// ascending).
     fn answers_each_target(
         walk: &mut dyn crate::read::candidates::Allow,
+        (r, held): (&Reader, &[u64]),
         members: &[u64],
         mut targets: Vec<u64>,
         sorted: bool,
@@ -646,10 +650,33 @@ mod tests {
         if sorted {
             targets.sort_unstable();
         }
+        let removed = |d: u64| d < r.stats().next_docno && held.binary_search(&d).is_err();
         for t in targets {
             let want = members.iter().copied().find(|&d| d >= t);
-            prop_assert_eq!(walk.next_ge(t).expect("next"), want, "{:?} target {}", what, t);
+            let got = walk.next_ge(t).expect("next");
+            let dead = got.is_some_and(|d| d >= t && removed(d) && want.is_none_or(|w| d < w));
+            prop_assert!(got == want || dead, "{:?} target {}: {:?}, not {:?}", what, t, got, want);
         }
+        Ok(())
+    }
+
+    /// Checks that `walk`, stepped from 0 to its end, meets every one of
+    /// `members` (ascending) and no other memory `r` holds (`held`, ascending).
+    fn sweeps_members(
+        walk: &mut dyn crate::read::candidates::Allow,
+        held: &[u64],
+        members: &[u64],
+        what: &dyn std::fmt::Debug,
+    ) -> std::result::Result<(), TestCaseError> {
+        let mut met = Vec::new();
+        let mut at = walk.next_ge(0).expect("next");
+        while let Some(d) = at {
+            if held.binary_search(&d).is_ok() {
+                met.push(d);
+            }
+            at = walk.next_ge(d + 1).expect("next");
+        }
+        prop_assert_eq!(met, members, "{:?} swept", what);
         Ok(())
     }
 
@@ -675,6 +702,43 @@ mod tests {
         check(&mem.read().expect("read"))
     }
 
+    /// A recall with a layer filter, walked on the layer's kept members, still
+    /// finds exactly the layer's memories after some of them are removed
+    /// (the kept set then holds those too).
+    #[test]
+    fn a_walked_layer_recalls_its_memories_after_removals() {
+        let mem = Memory::open_in_memory().expect("store");
+        let entries = (0..80)
+            .map(|i| {
+                let mut e = MemoryEntry::new(MemoryType::Episodic, format!("alpha memory {i}"));
+                if i % 10 == 3 {
+                    e.layer = "notes".to_owned();
+                }
+                e
+            })
+            .collect();
+        let ids = mem.add_batch(entries).expect("add");
+        let notes = |mem: &Memory| {
+            let mut q = RecallQuery::new("alpha");
+            q.layer = Some("notes".to_owned());
+            q.limit = 20;
+            let r = mem.read().expect("read");
+            assert!(LayerMembers::of(&r, &q).expect("walk").is_some(), "walked");
+            let mut got: Vec<String> =
+                mem.recall(&q).expect("recall").memories.into_iter().map(|m| m.id).collect();
+            got.sort_unstable();
+            got
+        };
+        let mut want: Vec<String> = (3..80).step_by(10).map(|i| ids[i].clone()).collect();
+        want.sort_unstable();
+        assert_eq!(notes(&mem), want);
+        for i in [13, 53] {
+            assert!(mem.remove(&ids[i]).expect("remove"));
+            want.retain(|id| *id != ids[i]);
+            assert_eq!(notes(&mem), want);
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
         /// A layer filter's walk answers each target with the smallest member of
@@ -682,8 +746,10 @@ mod tests {
         /// order and gaps (a smaller target starting over), for one layer,
         /// several (repeated or missing ones among them), and `layer` over
         /// `types`, through memories added in batches and one at a time, moved
-        /// between layers and removed, each step walked after the one before
-        /// (the store keeps the members it walked), and in the first snapshot
+        /// between layers and removed (a kept set may also answer with a removed
+        /// memory, which has no posting left), each step walked after the one
+        /// before (the store keeps the members it walked) and swept whole, and
+        /// in the first snapshot
         /// again after the adds and at the end; a filter whose layers hold more than
         /// [`LAYER_WALK_SHARE`] of the store walks nothing when they all have
         /// bitmaps (episodic) or hold more than [`LARGE_LAYER_WALK_SHARE`] of
@@ -769,7 +835,10 @@ mod tests {
                             _ => t,
                         })
                         .collect();
-                    answers_each_target(&mut walk, &members, targets, sorted, &kept)?;
+                    let held: Vec<u64> = layers.iter().map(|(d, _)| *d).collect();
+                    answers_each_target(&mut walk, (r, &held), &members, targets, sorted, &kept)?;
+                    let mut sweep = LayerMembers::of(r, &q).expect("walk").expect("walked");
+                    sweeps_members(&mut sweep, &held, &members, &kept)?;
                 }
                 Ok::<(), TestCaseError>(())
             };
@@ -799,8 +868,9 @@ mod tests {
         /// say: unscoped ones (on their bitmap) and those holding a scope the
         /// filter admits, exactly or by a glob either way (on their rows),
         /// whatever the targets' order, through memories added in a batch and
-        /// one at a time, rescoped (to and from none) and removed, each step
-        /// walked after the one before (the store keeps the members it walked),
+        /// one at a time, rescoped (to and from none) and removed (a kept set
+        /// may also answer with a removed memory), each step walked after the
+        /// one before (the store keeps the members it walked) and swept whole,
         /// and in the first snapshot again after the adds and at the end. A
         /// filter admitting `*`
         /// keeps every memory and walks nothing.
@@ -851,7 +921,11 @@ mod tests {
                         .map(|(d, _)| *d)
                         .collect();
                     let mut walk = ScopeMembers::walk(r, &asked).expect("walk").expect("walked");
-                    answers_each_target(&mut walk, &members, picks.clone(), sorted, &asked)?;
+                    let docnos: Vec<u64> = held.iter().map(|(d, _)| *d).collect();
+                    let at = (r, docnos.as_slice());
+                    answers_each_target(&mut walk, at, &members, picks.clone(), sorted, &asked)?;
+                    let mut sweep = ScopeMembers::walk(r, &asked).expect("walk").expect("walked");
+                    sweeps_members(&mut sweep, &docnos, &members, &asked)?;
                 }
                 Ok::<(), TestCaseError>(())
             };

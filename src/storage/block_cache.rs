@@ -492,12 +492,14 @@ impl BlockCache {
     }
 
     /// The members of `key` in `index` (whose rows `table` holds) for a
-    /// snapshot that reads `epoch` for the key and numbers its next memory
-    /// `upto`: a set kept from an earlier ask at the same epoch, with the rows
-    /// added past it read from `table` (the set read again, further, once they
-    /// are [`key_sets::EXTEND_AT`] or more), else the rows read whole and kept
-    /// for the next ask (the most recently asked, within `KEY_SETS_BUDGET`
-    /// bytes). See [`super::key_sets`] for why such a set is exact.
+    /// snapshot that reads `stamp` for the key and numbers its next memory
+    /// `upto`: a set kept from an earlier ask at the same epoch that serves the
+    /// stamp's count of removals ([`KeySet::serves`]), with the rows added past
+    /// it read from `table` (the set read again, further, once they are
+    /// [`key_sets::EXTEND_AT`] or more), else the rows read whole and kept for
+    /// the next ask (the most recently asked, within `KEY_SETS_BUDGET` bytes)
+    /// unless the set kept serves more. See [`super::key_sets`] for why such a
+    /// set holds every member.
     ///
     /// # Errors
     /// Storage errors.
@@ -505,7 +507,7 @@ impl BlockCache {
         &self,
         table: &impl ReadableTable<(Str, u64), ()>,
         (index, key): (key_sets::Index, &str),
-        epoch: u64,
+        stamp: key_sets::Stamp,
         upto: u64,
     ) -> Result<KeyMembers> {
         let name = index.cache_key(key);
@@ -513,30 +515,39 @@ impl BlockCache {
             let mut inner = self.inner.lock();
             inner.clock += 1;
             let now = inner.clock;
-            kept(&mut inner.key_sets, &name, epoch, now)
+            kept(&mut inner.key_sets, &name, stamp.epoch, now)
         };
         let set = match held {
-            Some(set) if set.upto >= upto => return Ok(KeyMembers::new(set, Vec::new(), upto)),
-            Some(set) => {
+            Some(set) if set.serves(stamp.removed) => {
+                if set.upto >= upto {
+                    return Ok(KeyMembers::new(set, Vec::new(), upto));
+                }
                 let later = key_sets::rows_from(table, key, set.upto)?;
                 if later.len() < key_sets::EXTEND_AT {
                     return Ok(KeyMembers::new(set, later, upto));
                 }
-                Arc::new(set.extended(&later, upto))
+                Arc::new(set.extended(&later, upto, stamp.removed))
             }
-            None => Arc::new(KeySet::read(table, key, upto)?),
+            _ => Arc::new(KeySet::read(table, key, upto, stamp.removed)?),
         };
         let mut inner = self.inner.lock();
         // A reader of a newer snapshot may have kept a set further meanwhile.
-        let newer = inner.key_sets.get(&name).is_some_and(|k| k.0 == epoch && k.1.upto >= upto);
+        let newer =
+            inner.key_sets.get(&name).is_some_and(|k| k.0 == stamp.epoch && k.1.covers(&set));
         if !newer {
             inner.clock += 1;
             let now = inner.clock;
             let inner = &mut *inner;
             let kept = (&mut inner.key_sets, &mut inner.key_set_bytes);
-            keep(kept, KEY_SETS_BUDGET, &name, (epoch, &set, now), KeySet::bytes);
+            keep(kept, KEY_SETS_BUDGET, &name, (stamp.epoch, &set, now), KeySet::bytes);
         }
         Ok(KeyMembers::new(set, Vec::new(), upto))
+    }
+
+    /// The set kept for `index:key` (tests).
+    #[cfg(test)]
+    pub(crate) fn kept_key_set(&self, name: &str) -> Option<Arc<KeySet>> {
+        self.inner.lock().key_sets.get(name).map(|k| Arc::clone(&k.1))
     }
 
     /// The rows kept for `owner_term`, whatever their generation (tests).

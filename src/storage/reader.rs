@@ -315,8 +315,8 @@ impl Reader {
             super::key_sets::Index::Layers => self.layer_order()?,
             super::key_sets::Index::Scopes => self.scopes()?,
         };
-        let epoch = super::key_sets::epoch(&self.meta, index, key)?;
-        self.blocks.key_set(table, (index, key), epoch, self.stats.next_docno)
+        let stamp = super::key_sets::stamp(&self.meta, index, key)?;
+        self.blocks.key_set(table, (index, key), stamp, self.stats.next_docno)
     }
 
     /// The bitmap of the memories without a scope (`storage::bitmap`).

@@ -828,7 +828,7 @@ impl<'t> Writer<'t> {
             // the owner, importance and layer rows; a new importance keeps the
             // postings).
             let same = Unchanged::between(&old, &old_keys, &entry, &new_keys);
-            self.remove_rows(docno, &old, &old_keys, same)?;
+            self.remove_rows(docno, &old, &old_keys, same, false)?;
             self.add_rows(docno, &entry, &new_keys, same)?;
         }
         if old.layer != entry.layer || old.domain != entry.domain {
@@ -844,7 +844,7 @@ impl<'t> Writer<'t> {
         let Some(old) = self.get(docno)? else { return Ok(None) };
         let context = self.context_of(docno)?;
         let keys = index_keys(&old, self.profile, context.as_deref());
-        self.remove_rows(docno, &old, &keys, Unchanged::NOTHING)?;
+        self.remove_rows(docno, &old, &keys, Unchanged::NOTHING, true)?;
         self.context.remove(docno)?;
         self.embeddings.remove(docno)?;
         self.entry_table(&old.layer, &old.domain)?.remove(docno)?;
@@ -931,12 +931,15 @@ impl<'t> Writer<'t> {
         Ok(())
     }
 
+    /// Removes the index rows of the memory at `docno` (`e`, with `keys`) but
+    /// those `same` keeps; `gone` when the memory leaves the store.
     fn remove_rows(
         &mut self,
         docno: u64,
         e: &MemoryEntry,
         keys: &IndexKeys,
         same: Unchanged,
+        gone: bool,
     ) -> Result<()> {
         self.forget_texts(docno);
         if e.layer == EPISODIC {
@@ -990,14 +993,20 @@ impl<'t> Writer<'t> {
             let created = time::to_micros(&e.created_at);
             self.importance.remove((e.layer.as_str(), e.importance, created, docno))?;
         }
+        // A kept set may go on holding a memory that leaves the store (it has
+        // no posting left to be found by), not one that stays.
+        let mut bump = |index, key: &str| match gone {
+            true => self.key_bumps.removal(index, key),
+            false => self.key_bumps.key(index, key),
+        };
         if !same.layer {
             self.layer_order.remove((e.layer.as_str(), docno))?;
-            self.key_bumps.key(key_sets::Index::Layers, &e.layer);
+            bump(key_sets::Index::Layers, &e.layer);
         }
         if !same.scope {
             for sc in scope_keys(&e.scope) {
                 self.scopes.remove((sc, docno))?;
-                self.key_bumps.key(key_sets::Index::Scopes, sc);
+                bump(key_sets::Index::Scopes, sc);
             }
         }
         Ok(())
