@@ -446,25 +446,33 @@ pub struct ScopeMembers<'r> {
 }
 
 impl<'r> ScopeMembers<'r> {
-    /// The memories `q`'s `scopes` filter keeps in `r`; `None` when it has no
-    /// such filter, when the filter keeps every memory (no scope, or `*`), when
-    /// a sample of the store finds more than [`SCOPE_WALK_SHARE`] of its
-    /// memories kept, or when it admits more than [`SCOPE_WALK_KEYS`] stored
-    /// scopes.
+    /// The memories `q`'s `scopes` filter keeps in `r`, with whether the filter
+    /// keeps few of them: `few` when an earlier sample told and is still taken
+    /// as true, else from a sample of the store ([`SCOPE_WALK_SHARE`]). The
+    /// walk is `None` when `q` has no such filter, when the filter keeps every
+    /// memory (no scope, or `*`; then the verdict is too), when it keeps more
+    /// than a few, or when it admits more than [`SCOPE_WALK_KEYS`] stored
+    /// scopes. Only speed depends on the verdict: a filter that is not walked
+    /// is checked on the records of the memories that place.
     ///
     /// # Errors
     /// Storage errors; [`crate::Error::Corrupted`] on an undecodable record.
-    pub fn of(r: &'r Reader, q: &RecallQuery) -> Result<Option<Self>> {
-        let Some(allowed) = q.scopes.as_deref() else { return Ok(None) };
-        if keeps_all(allowed) {
-            return Ok(None);
-        }
+    pub fn of(
+        r: &'r Reader,
+        q: &RecallQuery,
+        few: Option<bool>,
+    ) -> Result<(Option<Self>, Option<bool>)> {
+        let Some(allowed) = q.scopes.as_deref().filter(|a| !keeps_all(a)) else {
+            return Ok((None, None));
+        };
         // The sample's rows of the bitmap serve the walk.
         let mut unscoped = crate::storage::bitmap::Hidden::new(r.unscoped()?);
-        if !keeps_few(r, allowed, &mut unscoped)? {
-            return Ok(None);
-        }
-        Self::walk_with(r, allowed, unscoped)
+        let few = match few {
+            Some(few) => few,
+            None => keeps_few(r, allowed, &mut unscoped)?,
+        };
+        let walk = if few { Self::walk_with(r, allowed, unscoped)? } else { None };
+        Ok((walk, Some(few)))
     }
 
     /// The memories a `scopes` filter of `allowed` keeps in `r`, however many;

@@ -83,6 +83,26 @@ impl Memory {
         };
         Ok(if dense { UserSearch::Unwalked } else { UserSearch::Beside })
     }
+
+    /// The walk of `q`'s `scopes` filter in `r` ([`filters::ScopeMembers::of`]),
+    /// whose verdict (whether the filter keeps few memories) is noted per filter,
+    /// so that its later recalls decide without the sample's records until the
+    /// store's size has changed by more than an eighth.
+    fn scope_walk<'r>(
+        &self,
+        r: &'r Reader,
+        q: &RecallQuery,
+    ) -> Result<Option<filters::ScopeMembers<'r>>> {
+        let Some(allowed) = q.scopes.as_deref() else { return Ok(None) };
+        let key = allowed.join("\u{1f}");
+        let docs = r.stats().docs;
+        let known = self.store.scope_walk(&key, docs);
+        let (walk, few) = filters::ScopeMembers::of(r, q, known)?;
+        if let (None, Some(few)) = (known, few) {
+            self.store.note_scope_walk(&key, docs, few);
+        }
+        Ok(walk)
+    }
 }
 
 /// What a recall's text search leaves out before reading records: superseded
@@ -454,7 +474,7 @@ impl Memory {
         // A `min_importance` of 6 or more walks its bitmap likewise, and a
         // `scopes` filter keeping few memories its scopes' rows.
         let mut important = if walks { filters::Important::of(&r, q)? } else { None };
-        let mut scoped = if walks { filters::ScopeMembers::of(&r, q)? } else { None };
+        let mut scoped = if walks { self.scope_walk(&r, q)? } else { None };
         // Layers too large to walk are kept on their bitmaps, when they all
         // have one.
         let mut kept = Vec::new();
@@ -772,6 +792,42 @@ mod tests {
     use super::*;
     use crate::model::{MemoryEntry, MemoryType};
     use crate::read::RecallQuery;
+
+    /// A `scopes` filter's verdict (whether it keeps few memories, so that its
+    /// members are walked) is noted at its first recall and used by the next
+    /// ones while the store's size stays within an eighth of what it was; a
+    /// recall finds the same memories whichever the verdict.
+    #[test]
+    fn a_scope_filters_verdict_is_noted_until_the_store_grows() {
+        let mem = Memory::open_in_memory().expect("store");
+        let entry = |i: usize, project: usize| {
+            let mut e = MemoryEntry::new(MemoryType::Episodic, format!("tea memory {i}"));
+            e.scope = vec![format!("p{project}")];
+            e
+        };
+        mem.add_batch((0..400).map(|i| entry(i, i % 40)).collect()).expect("add");
+        let key = "p3";
+        let found = || {
+            let mut q = RecallQuery::new("tea");
+            q.scopes = Some(vec![key.to_owned()]);
+            q.limit = 8;
+            let got = mem.recall(&q).expect("recall").memories;
+            assert!(got.iter().all(|m| m.scope == [key]), "another project's memory");
+            got.len()
+        };
+        let docs = || mem.count().expect("count");
+        assert_eq!(found(), 8);
+        assert_eq!(mem.store.scope_walk(key, docs()), Some(true), "a fortieth of the store");
+        // A verdict noted otherwise stands while the store grows by an eighth at most.
+        mem.store.note_scope_walk(key, docs(), false);
+        mem.add_batch((400..450).map(|i| entry(i, 7)).collect()).expect("add");
+        assert_eq!(found(), 8);
+        assert_eq!(mem.store.scope_walk(key, docs()), Some(false), "sampled again");
+        mem.add_batch((450..460).map(|i| entry(i, 7)).collect()).expect("add");
+        assert_eq!(mem.store.scope_walk(key, docs()), None, "more than an eighth");
+        assert_eq!(found(), 8);
+        assert_eq!(mem.store.scope_walk(key, docs()), Some(true), "sampled again");
+    }
 
     /// A filtered recall scores a small owner's memories from their rows, a large
     /// owner's from the postings beside their owner terms' member sets, and those of

@@ -123,7 +123,11 @@ pub struct Store {
     /// postings without trying the rows first (beside the users index unless they
     /// hold most of the store). Only speed depends on it (every search gives the
     /// same results).
-    large_owners: parking_lot::Mutex<std::collections::HashMap<String, (u64, bool)>>,
+    large_owners: Verdicts,
+    /// Scope filters (their scopes, joined) sampled for whether they keep few
+    /// memories (`read::filters::ScopeMembers`), with the store's size then
+    /// and the verdict; only speed depends on it too.
+    scope_walks: Verdicts,
     /// Memories the postings tail may hold before a write transaction merges it
     /// into the blocks.
     tail_caps: tail::Caps,
@@ -523,7 +527,8 @@ impl Store {
             last_write_end: std::sync::atomic::AtomicU64::new(0),
             tail_fill: (std::sync::atomic::AtomicU64::new(0), std::sync::atomic::AtomicU64::new(0)),
             timings: parking_lot::Mutex::new(WriteTimings::default()),
-            large_owners: parking_lot::Mutex::new(std::collections::HashMap::new()),
+            large_owners: Verdicts::default(),
+            scope_walks: Verdicts::default(),
             tail_caps: tail::Caps::default(),
             access: std::sync::Arc::new(access_log::AccessLog::new(
                 applied,
@@ -537,21 +542,25 @@ impl Store {
     /// store (a store that has doubled since is sized again, and may score it from
     /// its rows).
     pub(crate) fn large_owner(&self, owner: &str, docs: u64) -> Option<bool> {
-        self.large_owners
-            .lock()
-            .get(owner)
-            .and_then(|&(then, dense)| (docs <= then.saturating_mul(2)).then_some(dense))
+        self.large_owners.get(owner, |then| docs <= then.saturating_mul(2))
     }
 
     /// Notes `owner` as too large for a listed search in a store of `docs`
-    /// memories, and whether it holds most of them (`dense`). At most 4,096 owners
-    /// are kept; the notes are dropped past that.
+    /// memories, and whether it holds most of them (`dense`).
     pub(crate) fn note_large_owner(&self, owner: &str, docs: u64, dense: bool) {
-        let mut large = self.large_owners.lock();
-        if large.len() >= 4_096 {
-            large.clear();
-        }
-        large.insert(owner.to_owned(), (docs, dense));
+        self.large_owners.note(owner, docs, dense);
+    }
+
+    /// Whether the scope filter `key` was found to keep few memories, when it
+    /// was sampled in a store within an eighth of `docs` memories.
+    pub(crate) fn scope_walk(&self, key: &str, docs: u64) -> Option<bool> {
+        self.scope_walks.get(key, |then| docs.abs_diff(then) <= then / 8)
+    }
+
+    /// Notes whether the scope filter `key` keeps few of a store's `docs`
+    /// memories.
+    pub(crate) fn note_scope_walk(&self, key: &str, docs: u64, few: bool) {
+        self.scope_walks.note(key, docs, few);
     }
 
     /// Records an access at `at` on each of `docnos`, read in a snapshot of access
@@ -750,6 +759,30 @@ impl Drop for Store {
         if !self.access.is_empty() {
             let _ = self.write_current(true, |_| Ok(()));
         }
+    }
+}
+
+/// Decisions about the shape of a store that only speed depends on, each
+/// under a key with the store's number of memories when it was made.
+#[derive(Default)]
+struct Verdicts(parking_lot::Mutex<std::collections::HashMap<String, (u64, bool)>>);
+
+impl Verdicts {
+    /// Verdicts kept at most; past it they are dropped, to be made again.
+    const MAX: usize = 4_096;
+
+    /// The verdict under `key`, when `fresh` holds for the store's size then.
+    fn get(&self, key: &str, fresh: impl Fn(u64) -> bool) -> Option<bool> {
+        self.0.lock().get(key).and_then(|&(then, v)| fresh(then).then_some(v))
+    }
+
+    /// Notes `verdict` under `key`, made in a store of `docs` memories.
+    fn note(&self, key: &str, docs: u64, verdict: bool) {
+        let mut kept = self.0.lock();
+        if kept.len() >= Self::MAX {
+            kept.clear();
+        }
+        kept.insert(key.to_owned(), (docs, verdict));
     }
 }
 
