@@ -215,9 +215,28 @@ impl KeySet {
     /// removals. The rows past the set are that snapshot's, so the extended set
     /// serves no snapshot counting fewer removals.
     pub(crate) fn extended(&self, later: &[u64], upto: u64, removed: u64) -> Self {
-        let mut docnos = self.set.members();
-        docnos.extend_from_slice(later);
-        Self { upto, removed, len: docnos.len(), set: DocSet::of(&docnos) }
+        let len = self.len + later.len();
+        let set = match &self.set {
+            // A bitmap (a large layer's) is copied and its new bits set, not
+            // listed and built again.
+            DocSet::Bits(bits) => {
+                let mut bits = bits.clone();
+                for &d in later {
+                    let w = (d / 64) as usize;
+                    if w >= bits.len() {
+                        bits.resize(w + 1, 0);
+                    }
+                    bits[w] |= 1 << (d % 64);
+                }
+                DocSet::Bits(bits)
+            }
+            DocSet::Sorted(list) => {
+                let mut docnos = list.clone();
+                docnos.extend_from_slice(later);
+                DocSet::of(&docnos)
+            }
+        };
+        Self { upto, removed, len, set }
     }
 
     /// Whether it holds every member of a snapshot at its epoch that counts
