@@ -446,12 +446,12 @@ pub struct ScopeMembers<'r> {
 }
 
 impl<'r> ScopeMembers<'r> {
-    /// The memories `q`'s `scopes` filter keeps in `r`, with whether the filter
-    /// keeps few of them: `few` when an earlier sample told and is still taken
-    /// as true, else from a sample of the store ([`SCOPE_WALK_SHARE`]). The
-    /// walk is `None` when `q` has no such filter, when the filter keeps every
-    /// memory (no scope, or `*`; then the verdict is too), when it keeps more
-    /// than a few, or when it admits more than [`SCOPE_WALK_KEYS`] stored
+    /// The memories `q`'s `scopes` filter keeps in `r`, with the verdict on
+    /// whether it keeps few of them: `few`, an earlier sample's verdict that the
+    /// caller still takes, or else a sample of the store's ([`SCOPE_WALK_SHARE`]).
+    /// The walk is `None` when `q` has no such filter, when the filter keeps
+    /// every memory (no scope, or `*`; the verdict is `None` too), when it keeps
+    /// more than a few, or when it admits more than [`SCOPE_WALK_KEYS`] stored
     /// scopes. Only speed depends on the verdict: a filter that is not walked
     /// is checked on the records of the memories that place.
     ///

@@ -246,7 +246,9 @@ impl KeySet {
         removed >= self.removed && removed - self.removed < dead_allowed(self.len)
     }
 
-    /// Whether it serves every snapshot that `other` serves and more members.
+    /// Whether it is at least as new as `other`: read at as many removals or
+    /// more, and as far or further (kept in its place, it loses only asks of
+    /// snapshots older than both).
     #[must_use]
     pub fn covers(&self, other: &Self) -> bool {
         self.removed >= other.removed && self.upto >= other.upto

@@ -995,9 +995,12 @@ impl<'t> Writer<'t> {
         }
         // A kept set may go on holding a memory that leaves the store (it has
         // no posting left to be found by), not one that stays.
-        let mut bump = |index, key: &str| match gone {
-            true => self.key_bumps.removal(index, key),
-            false => self.key_bumps.key(index, key),
+        let mut bump = |index, key: &str| {
+            if gone {
+                self.key_bumps.removal(index, key);
+            } else {
+                self.key_bumps.key(index, key);
+            }
         };
         if !same.layer {
             self.layer_order.remove((e.layer.as_str(), docno))?;
