@@ -922,8 +922,10 @@ fn search(
             // One essential term left, the heap full, and the last memory pruned
             // on the other terms' bounds alone: the next ones likely are too.
             // Passed over in the block here, as the steps below would prune
-            // them one by one.
-            if hopeless && allow.is_none() && essential + 1 == n && heap.len() == k {
+            // them one by one; with an allow filter too, which then steps on
+            // from the first that may place (a walk of a dense layer meets
+            // such streaks among its own members).
+            if hopeless && essential + 1 == n && heap.len() == k {
                 let rest = |len: u32| by_len.of(len, norms)[essential];
                 match cursors[essential].skip_hopeless(cur, up_to, norms, theta, rest) {
                     Some(next) => cur = next,
