@@ -303,23 +303,20 @@ impl crate::read::candidates::Allow for OwnerMembers {
 /// keeps most of them and very much when it keeps few: on the synthetic 1M
 /// store, types-filtered recalls (p50 of the query mix) took 0.15 / 0.51 / 1.3
 /// / 3.0 / 7.3 ms walking layers of 1,000 / 4,000 / 16,000 / 64,000 / 128,000
-/// memories row by row against 108–121 ms checking records, and 5.8 / 12.3 ms
-/// walking the semantic / episodic layers (32% / 60% of the store) against
-/// 0.62 / 1.2 checking (`docs/PERFORMANCE.md`, session 50). The walk now
-/// reads a layer's rows once and keeps them ([`crate::storage::key_sets`]),
-/// but a removal from the layer has the next walk read them all again: the
-/// episodic and semantic layers, larger than this, keep their bitmaps. Any
-/// other layer is walked whatever its size (session 52): a search checking
-/// records is as slow for a large layer that holds few of the query's
-/// matches (114 ms p50 for one of 250,000 memories in a store of 1.25M) as
-/// for a small one, up to [`LARGE_LAYER_WALK_SHARE`].
-pub const LAYER_WALK_SHARE: f64 = 0.125;
-
-/// Layers without a bitmap that hold more than this share of the store are
-/// checked on records, not walked: they hold most of what a query matches, so
-/// the checks find the memories they keep soon, while a removal from them
-/// would have the next walk read most of the store's rows again.
-pub const LARGE_LAYER_WALK_SHARE: f64 = 0.5;
+/// memories row by row against 108–121 ms checking records (`docs/PERFORMANCE.md`,
+/// session 50), and as much for a large layer that holds few of the query's
+/// matches (114 ms p50 for one of 250,000 memories in a store of 1.25M,
+/// session 52). A walk now reads a layer's rows once and keeps them
+/// ([`crate::storage::key_sets`]), and removals do not make it read them
+/// again (session 53), so the episodic and semantic layers are walked too
+/// (skipped on their bitmaps when larger): with the semantic layer's 35% of
+/// the 1M store, multi-word queries decode 78,280 postings instead of
+/// 143,836, and the search passes over streaks of members that cannot place
+/// as it does without a filter. Past a half, the layers hold most of what a
+/// query matches, so the record checks (or their bitmaps) find the memories
+/// they keep soon. The first walk of a large layer in a process reads its
+/// rows (~30–40 ms for the semantic layer of the 1M store).
+pub const LAYER_WALK_SHARE: f64 = 0.5;
 
 /// The memories a `min_importance` filter of 6 or more keeps, walked on their
 /// bitmap's set bits (`storage::bitmap`): an [`crate::read::candidates::Allow`]
@@ -380,10 +377,8 @@ pub struct LayerMembers {
 
 impl LayerMembers {
     /// The memories of the layers `q` keeps in `r`: its `layer`, or else its
-    /// `types`; `None` when it keeps every layer, when those hold more than
-    /// [`LAYER_WALK_SHARE`] of the store and each has a bitmap (the episodic
-    /// and semantic layers, skipped on their bits instead), or when they hold
-    /// more than [`LARGE_LAYER_WALK_SHARE`] of it.
+    /// `types`; `None` when it keeps every layer, or when those hold more than
+    /// [`LAYER_WALK_SHARE`] of the store.
     ///
     /// # Errors
     /// Storage errors.
@@ -394,13 +389,7 @@ impl LayerMembers {
         }
         let share = r.layer_memories(layers)? as f64 / r.stats().docs.max(1) as f64;
         if share > LAYER_WALK_SHARE {
-            let mut all_bits = true;
-            for layer in layers {
-                all_bits &= r.layer_bits(layer)?.is_some();
-            }
-            if all_bits || share > LARGE_LAYER_WALK_SHARE {
-                return Ok(None);
-            }
+            return Ok(None);
         }
         let mut walks = Vec::with_capacity(layers.len());
         for (i, layer) in layers.iter().enumerate() {
@@ -424,9 +413,9 @@ fn first_of(walks: &mut [KeyMembers], d: u64) -> Option<u64> {
 }
 
 /// A `scopes` filter walks the memories it keeps ([`ScopeMembers`]) when a
-/// sample of the store finds at most this share of its memories kept, as a
-/// layer filter does.
-pub const SCOPE_WALK_SHARE: f64 = LAYER_WALK_SHARE;
+/// sample of the store finds at most this share of its memories kept (a
+/// filter keeping more is checked on records; session 51).
+pub const SCOPE_WALK_SHARE: f64 = 0.125;
 
 /// The most distinct scopes a [`ScopeMembers`] walk follows; a filter
 /// admitting more (a glob over many stored scopes) is checked on records.
@@ -757,12 +746,11 @@ mod tests {
         /// between layers and removed (a kept set may also answer with a removed
         /// memory, which has no posting left), each step walked after the one
         /// before (the store keeps the members it walked) and swept whole, and
-        /// in the first snapshot
-        /// again after the adds and at the end; a filter whose layers hold more than
-        /// [`LAYER_WALK_SHARE`] of the store walks nothing when they all have
-        /// bitmaps (episodic) or hold more than [`LARGE_LAYER_WALK_SHARE`] of
-        /// it, and walks them otherwise (a large custom layer, alone or beside
-        /// a few rare ones).
+        /// in the first snapshot again after the adds and at the end; a filter
+        /// whose layers hold more than [`LAYER_WALK_SHARE`] of the store walks
+        /// nothing, and any other is walked, with bitmaps (the episodic and
+        /// semantic layers) or without (a large custom layer, alone or beside a
+        /// few rare ones).
         #[test]
         fn a_layer_walk_finds_each_next_member(
             kinds in prop::collection::vec(0u8..100, 200..1500),
@@ -777,6 +765,7 @@ mod tests {
                 0..5 => "rare",
                 5..7 => "rarer",
                 7..40 => "large",
+                40..70 => "semantic",
                 _ => "episodic",
             };
             let entry = |x: u8| {
@@ -795,16 +784,18 @@ mod tests {
                 held.sort_unstable();
                 held
             };
-            let asks: [(Option<&str>, Option<Vec<&str>>); 9] = [
+            let asks: [(Option<&str>, Option<Vec<&str>>); 11] = [
                 (None, Some(vec!["rare"])),
                 (Some("rarer"), None),
                 (Some("rarer"), Some(vec!["rare"])),
                 (None, Some(vec!["rare", "rarer", "rare"])),
                 (None, Some(vec!["missing", "rarer"])),
                 (None, Some(vec!["episodic"])),
+                (Some("semantic"), None),
                 (Some("large"), None),
                 (None, Some(vec!["rare", "large"])),
                 (None, Some(vec!["episodic", "large"])),
+                (None, Some(vec!["episodic", "semantic"])),
             ];
             // Every filter's walk in `r` against `layers`.
             let check = |r: &Reader, layers: &[(u64, String)]| {
@@ -822,11 +813,8 @@ mod tests {
                         .filter(|(_, l)| kept.contains(&l.as_str()))
                         .map(|(d, _)| *d)
                         .collect();
-                    // Layers with bitmaps are skipped on them when they are
-                    // many; any other is walked.
                     let share = members.len() as f64 / layers.len() as f64;
-                    let walked = share <= LAYER_WALK_SHARE
-                        || (share <= LARGE_LAYER_WALK_SHARE && kept.iter().any(|l| *l != "episodic"));
+                    let walked = share <= LAYER_WALK_SHARE;
                     let Some(mut walk) = LayerMembers::of(r, &q).expect("walk") else {
                         prop_assert!(
                             !walked,
