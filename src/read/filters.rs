@@ -454,14 +454,24 @@ impl<'r> ScopeMembers<'r> {
         let Some(allowed) = q.scopes.as_deref().filter(|a| !keeps_all(a)) else {
             return Ok((None, None));
         };
-        // The sample's rows of the bitmap serve the walk.
-        let mut unscoped = crate::storage::bitmap::Hidden::new(r.unscoped()?);
+        // A sample's rows of the unscoped bitmap serve the walk; a filter
+        // known to keep many opens it not at all.
+        let mut sampled = None;
         let few = match few {
             Some(few) => few,
-            None => keeps_few(r, allowed, &mut unscoped)?,
+            None => {
+                let bits = crate::storage::bitmap::Hidden::new(r.unscoped()?);
+                keeps_few(r, allowed, sampled.insert(bits))?
+            }
         };
-        let walk = if few { Self::walk_with(r, allowed, unscoped)? } else { None };
-        Ok((walk, Some(few)))
+        if !few {
+            return Ok((None, Some(false)));
+        }
+        let unscoped = match sampled {
+            Some(bits) => bits,
+            None => crate::storage::bitmap::Hidden::new(r.unscoped()?),
+        };
+        Ok((Self::walk_with(r, allowed, unscoped)?, Some(true)))
     }
 
     /// The memories a `scopes` filter of `allowed` keeps in `r`, however many;

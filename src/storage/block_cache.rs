@@ -163,25 +163,6 @@ impl DocSet {
         }
     }
 
-    /// The members, ascending.
-    #[must_use]
-    pub fn members(&self) -> Vec<u64> {
-        match self {
-            Self::Bits(bits) => {
-                let mut out = Vec::new();
-                for (w, &word) in bits.iter().enumerate() {
-                    let mut word = word;
-                    while word != 0 {
-                        out.push(w as u64 * 64 + u64::from(word.trailing_zeros()));
-                        word &= word - 1;
-                    }
-                }
-                out
-            }
-            Self::Sorted(list) => list.clone(),
-        }
-    }
-
     /// The smallest member at or after `docno`.
     #[must_use]
     pub fn next_ge(&self, docno: u64) -> Option<u64> {
