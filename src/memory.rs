@@ -660,7 +660,7 @@ impl Memory {
         const ACCESS_SYNC_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
         /// Otherwise one access commit in this many is.
         const ACCESS_SYNC_EVERY: u32 = 16;
-        use crate::storage::{ACCESS_FLUSH_AT, ACCESS_FLUSH_CHUNK};
+        use crate::storage::{ACCESS_FLUSH_AT, ACCESS_FLUSH_CHUNK, ACCESS_FLUSH_CHUNK_IDLE};
         let store = Arc::clone(&self.store);
         let durable = self.settings.durable;
         let started = start_in(&self.access_writer, "soulmem-access", move || {
@@ -673,19 +673,20 @@ impl Memory {
                     std::thread::sleep(pause);
                     continue;
                 }
-                // Synced while durable writes are going on: the next durable
-                // commit would otherwise be an observe's, and it would wait for
-                // every page these commits dirtied. Under reads alone only the
-                // last commit of a run and one in `ACCESS_SYNC_EVERY` are: an
-                // fsync costs concurrent reads time, and unsynced commits keep
-                // redb from reusing the pages they free.
+                // While durable writes are going on, short commits, each synced:
+                // the next durable commit would otherwise be an observe's, and it
+                // would wait for every page these commits dirtied. Under reads
+                // alone, a run in one commit (a commit's own cost outweighs its
+                // records'), and only the last commit of a run and one in
+                // `ACCESS_SYNC_EVERY` synced: an fsync costs concurrent reads
+                // time, and unsynced commits keep redb from reusing the pages
+                // they free.
+                let writes = store.durable_write_within(ACCESS_SYNC_WINDOW);
+                let chunk = if writes { ACCESS_FLUSH_CHUNK } else { ACCESS_FLUSH_CHUNK_IDLE };
                 let last = store.access_pending()
-                    <= ACCESS_FLUSH_AT / 2 + usize::try_from(ACCESS_FLUSH_CHUNK).unwrap_or(0);
-                let sync = durable
-                    && (last
-                        || store.durable_write_within(ACCESS_SYNC_WINDOW)
-                        || unsynced + 1 >= ACCESS_SYNC_EVERY);
-                if store.flush_access(ACCESS_FLUSH_CHUNK, sync).is_err() {
+                    <= ACCESS_FLUSH_AT / 2 + usize::try_from(chunk).unwrap_or(usize::MAX);
+                let sync = durable && (last || writes || unsynced + 1 >= ACCESS_SYNC_EVERY);
+                if store.flush_access(chunk, sync).is_err() {
                     break;
                 }
                 unsynced = if sync { 0 } else { unsynced + 1 };

@@ -5,7 +5,8 @@
 //! writer: a commit per recall (about a fifth of a recall's time at 1M memories) and
 //! a wait for the write lock whenever an observe was committing. Instead, recall
 //! appends them here. They are written, oldest first, by a background thread once
-//! more than [`FLUSH_AT`] are pending (in commits of [`FLUSH_CHUNK`]), by a write
+//! more than [`FLUSH_AT`] are pending (in commits of [`FLUSH_CHUNK`] while
+//! durable writes are going on, else of [`FLUSH_CHUNK_IDLE`]), by a write
 //! that stores an entry read through them (`Memory::update`, see
 //! `Store::write_current`), and when the store is closed.
 //!
@@ -38,8 +39,16 @@ use crate::model::{MemoryEntry, Timestamp, time};
 /// Pending records past which they are written in the background, oldest first.
 pub const FLUSH_AT: usize = 1024;
 
-/// Records written per commit by the background writer.
+/// Records written per commit by the background writer while durable writes
+/// are going on: short commits, so that an observe arriving meanwhile waits
+/// little for the write lock.
 pub const FLUSH_CHUNK: u64 = 32;
+
+/// Records written per commit by the background writer under reads alone: a
+/// run's records in one commit. Most of a 32-record commit's time is the
+/// commit's own: ~1.7 ms a commit at 1M memories, against ~3.5 ms for 256
+/// records (`docs/PERFORMANCE.md`, session 54).
+pub const FLUSH_CHUNK_IDLE: u64 = (FLUSH_AT / 2) as u64;
 
 /// The pending access records of a store (see the module docs).
 #[derive(Debug)]

@@ -204,5 +204,51 @@ mod tests {
             prop_assert_eq!(&info, &info_one);
             prop_assert_eq!(&info, &DocInfo::from_entry(&one, 1));
         }
+
+        /// Recording accesses changes no bitmap's bit: the writer rewrites an
+        /// accessed memory's compact record without reading or marking the
+        /// bitmaps (`Writer::put_access`), whatever the memory's type, layer,
+        /// importance, visibility, scope and state.
+        #[test]
+        fn accesses_change_no_bitmaps_bit(
+            kind in 0usize..5,
+            custom_layer in any::<bool>(),
+            importance in 0u8..=10,
+            visibility in 0usize..3,
+            scoped in any::<bool>(),
+            archived in any::<bool>(),
+            superseded in any::<bool>(),
+            times in proptest::collection::vec(0i64..1_000_000, 1..12),
+            cap in 0usize..8,
+        ) {
+            let kinds = [
+                MemoryType::Core,
+                MemoryType::Episodic,
+                MemoryType::Semantic,
+                MemoryType::Procedural,
+                MemoryType::Social,
+            ];
+            let mut entry = MemoryEntry::new(kinds[kind], "x");
+            if custom_layer {
+                entry.layer = "skills".to_owned();
+            }
+            entry.importance = importance;
+            entry.visibility =
+                [Visibility::Public, Visibility::Bonded, Visibility::Private][visibility];
+            if scoped {
+                entry.scope = vec!["project:a".to_owned()];
+            }
+            entry.archived = archived;
+            if superseded {
+                entry.superseded_by = Some("newer".to_owned());
+            }
+            let before = DocInfo::from_entry(&entry, 1);
+            let mut after = before.clone();
+            after.record_accesses(times.iter().copied(), cap);
+            prop_assert_ne!(&after, &before);
+            for (_, marked) in crate::storage::bitmap::BITMAPS {
+                prop_assert_eq!(marked(&after), marked(&before));
+            }
+        }
     }
 }

@@ -71,7 +71,10 @@ pub mod meta_keys {
     pub const ACCESS_APPLIED: &str = "access_applied";
 }
 
-pub use access_log::{FLUSH_AT as ACCESS_FLUSH_AT, FLUSH_CHUNK as ACCESS_FLUSH_CHUNK};
+pub use access_log::{
+    FLUSH_AT as ACCESS_FLUSH_AT, FLUSH_CHUNK as ACCESS_FLUSH_CHUNK,
+    FLUSH_CHUNK_IDLE as ACCESS_FLUSH_CHUNK_IDLE,
+};
 
 /// Corpus-wide counters kept incrementally.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -533,7 +533,7 @@ impl<'t> Writer<'t> {
             // is rewritten, not the entry.
             let Some(mut info) = self.docinfo(docno)? else { continue };
             info.record_accesses(times.iter().map(crate::model::time::to_micros), cap);
-            self.put_info(docno, info)?;
+            self.put_access(docno, info)?;
         }
         self.meta_put(super::meta_keys::ACCESS_APPLIED, &upto.to_le_bytes())?;
         Ok(upto)
@@ -1124,6 +1124,23 @@ impl<'t> Writer<'t> {
         for (table, marks, marked) in &mut self.bitmaps {
             marks.set(table, docno, marked(&info))?;
         }
+        self.doc_cache.get_mut().insert(docno, info);
+        Ok(())
+    }
+
+    /// Writes `docno`'s compact record after only its access metadata changed.
+    /// No bitmap reads an access field, so none is read or marked: an access
+    /// commit writes the records and nothing else (each of the eleven bitmaps
+    /// would otherwise be read, a 4 KiB row per memory's chunk, to find every
+    /// bit as it was).
+    fn put_access(&mut self, docno: u64, info: DocInfo) -> Result<()> {
+        debug_assert!(
+            self.doc_cache.get_mut().get(&docno).is_none_or(|was| {
+                bitmap::BITMAPS.iter().all(|(_, marked)| marked(was) == marked(&info))
+            }),
+            "an access changed a bitmap's bit"
+        );
+        self.docs.insert(docno, encode(&info)?.as_slice())?;
         self.doc_cache.get_mut().insert(docno, info);
         Ok(())
     }
