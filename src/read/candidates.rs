@@ -608,7 +608,21 @@ impl LengthBounds {
         lens.into_iter().map(|len| self.of(len, norms)[n]).fold(0.0, f64::max)
     }
 
+    /// `of(len)[j]`: the summed bounds of terms `0..j` in a memory of `len`.
+    /// The search asks this for nearly every posting it prunes, so a length
+    /// already tabled is one lookup here, inlined.
+    #[inline]
     fn of(&mut self, len: u32, norms: &Norms) -> &[f64] {
+        let n = self.terms.len();
+        match self.at.get(len as usize) {
+            Some(&at) if at != usize::MAX => &self.sums[at..=at + n],
+            _ => self.compute(len, norms),
+        }
+    }
+
+    /// [`LengthBounds::of`] for a length not tabled yet, or too long to table.
+    #[cold]
+    fn compute(&mut self, len: u32, norms: &Norms) -> &[f64] {
         let i = len as usize;
         if i >= Norms::TABLED as usize {
             self.long.clear();
