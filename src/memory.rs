@@ -684,7 +684,8 @@ impl Memory {
                 let writes = store.durable_write_within(ACCESS_SYNC_WINDOW);
                 let chunk = if writes { ACCESS_FLUSH_CHUNK } else { ACCESS_FLUSH_CHUNK_IDLE };
                 let last = store.access_pending()
-                    <= ACCESS_FLUSH_AT / 2 + usize::try_from(chunk).unwrap_or(usize::MAX);
+                    <= (ACCESS_FLUSH_AT / 2)
+                        .saturating_add(usize::try_from(chunk).unwrap_or(usize::MAX));
                 let sync = durable && (last || writes || unsynced + 1 >= ACCESS_SYNC_EVERY);
                 if store.flush_access(chunk, sync).is_err() {
                     break;

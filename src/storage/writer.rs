@@ -1130,9 +1130,9 @@ impl<'t> Writer<'t> {
 
     /// Writes `docno`'s compact record after only its access metadata changed.
     /// No bitmap reads an access field, so none is read or marked: an access
-    /// commit writes the records and nothing else (each of the eleven bitmaps
-    /// would otherwise be read, a 4 KiB row per memory's chunk, to find every
-    /// bit as it was).
+    /// commit writes the records and the number applied, nothing else (each of
+    /// the eleven bitmaps would otherwise be read, a 4 KiB row per memory's
+    /// chunk, to find every bit as it was).
     fn put_access(&mut self, docno: u64, info: DocInfo) -> Result<()> {
         debug_assert!(
             self.doc_cache.get_mut().get(&docno).is_none_or(|was| {
