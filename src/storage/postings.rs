@@ -274,6 +274,16 @@ pub fn decode_into(h: &Header, value: &[u8], out: &mut Vec<Posting>) -> Result<(
     let mut docno = h.first;
     out.reserve(h.count);
     for _ in 0..h.count {
+        // A posting whose delta, tf and length fit one byte each (most of a
+        // common term's) is read with one bounds check.
+        if let Some(&[d, tf, len]) = value.get(pos..pos + 3)
+            && (d | tf | len) < 0x80
+        {
+            pos += 3;
+            docno = docno.checked_add(u64::from(d)).ok_or_else(|| corrupt("bad delta"))?;
+            out.push(Posting { docno, tf: u32::from(tf), len: u32::from(len) });
+            continue;
+        }
         docno = docno.checked_add(get(value, &mut pos)?).ok_or_else(|| corrupt("bad delta"))?;
         out.push(Posting { docno, tf: get32(value, &mut pos)?, len: get32(value, &mut pos)? });
     }
