@@ -36,7 +36,7 @@
 //! [`IMPORTANT`]: super::schema::IMPORTANT
 //! [`UNSCOPED`]: super::schema::UNSCOPED
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use redb::{ReadableTable, Table, TableDefinition};
 

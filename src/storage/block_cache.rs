@@ -29,7 +29,7 @@
 //!
 //! [`TermInfo`]: crate::storage::postings::TermInfo
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;

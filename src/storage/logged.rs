@@ -48,7 +48,9 @@
 //! images that a live log still holds, and a log is retired only after the file
 //! holding its images is synced.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
 use std::io;
 use std::ops::Bound;
 use std::sync::Arc;

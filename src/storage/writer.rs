@@ -1,6 +1,6 @@
 //! [`Writer`]: one write transaction with every table open, keeping indexes exact.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt, HashSetExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
@@ -67,7 +67,7 @@ pub struct Writer<'t> {
     new_rows: std::collections::BTreeMap<u64, (String, Vec<u8>)>,
     /// Memories whose rows this transaction removed: a merge of the tail
     /// writes no row for them from their (older) tail rows.
-    rows_removed: std::collections::HashSet<u64>,
+    rows_removed: foldhash::HashSet<u64>,
     entry_tables: HashMap<String, Table<'t, u64, Bytes>>,
     pub(super) stats: CorpusStats,
     /// The statistics as stored when the transaction began (`None`: no row), so
@@ -328,7 +328,7 @@ impl<'t> Writer<'t> {
             tail_done: (0, tail::TailChange::Unchanged),
             tail_caps: tail::Caps::default(),
             new_rows: std::collections::BTreeMap::new(),
-            rows_removed: std::collections::HashSet::new(),
+            rows_removed: foldhash::HashSet::new(),
             entry_tables: HashMap::new(),
             stats,
             stored_stats,

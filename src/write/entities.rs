@@ -12,7 +12,7 @@
 //!
 //! The default profile also fixes Q18 (see [`extract_entities`]).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::LazyLock;
 
 use regex::Regex;

@@ -12,7 +12,7 @@
 //! Q5) and salience, which needs the exchange's significance score. Both belong to
 //! the observe pipeline; see [`FactCandidate::into_entry`].
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 use std::sync::LazyLock;
 
 use regex::{Captures, Regex, RegexBuilder};

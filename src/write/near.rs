@@ -36,7 +36,7 @@
 //! read afresh), so it answers exactly as the fresh lookups would. The snapshot's
 //! ranking may differ from the current one, which any order allows (above).
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 use std::sync::Arc;
 
 use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};

@@ -17,7 +17,9 @@
 //! compares against every active fact, as soul-protocol does; its store is capped
 //! (1,000 facts by default), so that work is bounded too.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
+
+use foldhash::{HashSet, HashSetExt};
 use std::sync::Arc;
 
 use redb::ReadableTable;
