@@ -768,7 +768,7 @@ impl Drop for Store {
 /// Decisions about the shape of a store that only speed depends on, each
 /// under a key with the store's number of memories when it was made.
 #[derive(Default)]
-struct Verdicts(parking_lot::Mutex<std::collections::HashMap<String, (u64, bool)>>);
+struct Verdicts(parking_lot::Mutex<foldhash::HashMap<String, (u64, bool)>>);
 
 impl Verdicts {
     /// Verdicts kept at most; past it they are dropped, to be made again.
