@@ -26,15 +26,11 @@
 //!   for long. Log bytes are written once as zeros and then overwritten, so an
 //!   append changes no file-system metadata; records of earlier epochs never
 //!   validate, and epochs only grow.
-//! - **Commits past a checkpoint's worth of pages go to the file in place**, as
-//!   redb writes without a log: a commit whose pages outgrow [`Sizes::spill`] (or
-//!   [`Sizes::direct`] at its sync) waits for a checkpoint under way, then writes
-//!   through; at its sync the pages the active log still holds are copied into the
-//!   file and the log starts over. A bulk load's transactions go so; a batch of
-//!   observes (thousands of pages scattered over the file) goes to the log, whose
-//!   one sequential append and sync cost its writer less than the scattered writes
-//!   and their writeback, which the background copy then makes beside the next
-//!   batch.
+//! - **Large commits go to the file in place**, as redb writes without a log: a
+//!   commit whose pages outgrow [`Sizes::spill`] (or [`Sizes::direct`] at its sync)
+//!   waits for a checkpoint under way, then writes through; at its sync the pages
+//!   the active log still holds are copied into the file and the log starts over.
+//!   A batch would gain nothing from the log and be written twice.
 //! - **Shrinking** is applied to the file at the next commit, which goes in place;
 //!   until then the bytes past the new end read as zeros.
 //! - **Recovery** ([`LoggedFile::new`]) copies into the file every complete commit
@@ -103,20 +99,11 @@ pub struct Sizes {
 
 impl Sizes {
     /// Thresholds for a store file of `len` bytes: each log is checkpointed at an
-    /// eighth of the store (between 4 and 32 MiB) and bounded at four times that;
-    /// a commit of up to a checkpoint's worth of pages (1,024 to 8,192) goes to
-    /// the log, a larger one in place.
-    ///
-    /// A batch of observes at 1M memories changes ~3,000 pages scattered over
-    /// the file: written in place they took ~65 ms of its commit (a `pwrite`
-    /// each, then the sync's writeback, on the writer's thread), appended to the
-    /// log ~37 ms, the scattered copy running beside the next batch
-    /// (`docs/PERFORMANCE.md`, session 55).
+    /// eighth of the store (between 4 and 32 MiB) and bounded at four times that.
     #[must_use]
     pub fn for_store(len: u64) -> Self {
         let checkpoint = (len / 8).clamp(4 << 20, 32 << 20);
-        let pages = usize::try_from(checkpoint / PAGE).unwrap_or(usize::MAX);
-        Self { checkpoint, limit: 4 * checkpoint, grow: 4 << 20, direct: pages, spill: pages }
+        Self { checkpoint, limit: 4 * checkpoint, grow: 4 << 20, direct: 512, spill: 512 }
     }
 }
 
@@ -1150,43 +1137,6 @@ mod tests {
         }
         assert_eq!([logs[0].bytes().len(), logs[1].bytes().len()], sizes);
         b.close().expect("close");
-    }
-
-    /// A large store's batch (~3,000 scattered pages at 1M memories) goes to the
-    /// log as one append; a commit past a checkpoint's worth of pages goes to
-    /// the file in place. Both read back whole.
-    #[test]
-    fn a_batch_within_a_checkpoint_is_logged_and_a_larger_one_goes_in_place() {
-        let sizes = Sizes::for_store(1 << 30);
-        let (file, logs) = new_disks();
-        let (b, _, _) = open_with(&file, &logs, sizes);
-        let (within, batch) = (sizes.direct, 3_000);
-        let pages = 2 * (within.max(batch) as u64 + 8);
-        b.set_len(pages * PAGE).expect("len");
-        let fill = |b: &Log, n: u64, byte: u8| {
-            // Every other page, as a batch's scattered pages are.
-            for i in 0..n {
-                b.write(2 * i * PAGE, &[byte; PAGE_SIZE]).expect("write");
-            }
-            b.sync_data().expect("sync");
-        };
-        let batch = batch as u64;
-        fill(&b, batch, 5);
-        let on_file = file.bytes();
-        let written = (0..batch).filter(|i| on_file[(2 * i * PAGE) as usize] == 5).count();
-        assert_eq!(written, 0, "a batch within a checkpoint is not written in place");
-        let c = content(&b);
-        assert!((0..batch).all(|i| c[(2 * i * PAGE) as usize] == 5), "reads see the batch");
-        fill(&b, within as u64 + 1, 6);
-        let on_file = file.bytes();
-        let written = (0..=within as u64).filter(|i| on_file[(2 * i * PAGE) as usize] == 6).count();
-        assert_eq!(written, within + 1, "a commit past a checkpoint's pages goes in place");
-        b.close().expect("close");
-        let on_file = file.bytes();
-        assert!(
-            (0..batch).all(|i| on_file[(2 * i * PAGE) as usize] == 6),
-            "closed: all in the file"
-        );
     }
 
     #[test]
