@@ -37,7 +37,6 @@
 //! [`UNSCOPED`]: super::schema::UNSCOPED
 
 use foldhash::HashMap;
-
 use redb::{ReadableTable, Table, TableDefinition};
 
 use super::DocInfo;

@@ -29,9 +29,9 @@
 //!
 //! [`TermInfo`]: crate::storage::postings::TermInfo
 
-use foldhash::HashMap;
 use std::sync::Arc;
 
+use foldhash::HashMap;
 use parking_lot::Mutex;
 use redb::ReadableTable;
 

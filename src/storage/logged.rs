@@ -49,13 +49,12 @@
 //! holding its images is synced.
 
 use std::collections::BTreeMap;
-
-use foldhash::{HashMap, HashMapExt};
 use std::io;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use foldhash::{HashMap, HashMapExt};
 use parking_lot::{RwLock, RwLockWriteGuard};
 use redb::{BackendError, StorageBackend};
 

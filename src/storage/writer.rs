@@ -1,8 +1,8 @@
 //! [`Writer`]: one write transaction with every table open, keeping indexes exact.
 
-use foldhash::{HashMap, HashMapExt, HashSetExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use foldhash::{HashMap, HashMapExt, HashSetExt};
 use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use super::codec::{decode, decode_self_model, encode, encode_self_model};

@@ -12,9 +12,9 @@
 //!
 //! The default profile also fixes Q18 (see [`extract_entities`]).
 
-use foldhash::HashMap;
 use std::sync::LazyLock;
 
+use foldhash::HashMap;
 use regex::Regex;
 use serde::Serialize;
 

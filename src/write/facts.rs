@@ -12,9 +12,9 @@
 //! Q5) and salience, which needs the exchange's significance score. Both belong to
 //! the observe pipeline; see [`FactCandidate::into_entry`].
 
-use foldhash::{HashSet, HashSetExt};
 use std::sync::LazyLock;
 
+use foldhash::{HashSet, HashSetExt};
 use regex::{Captures, Regex, RegexBuilder};
 
 use crate::model::{MemoryCategory, MemoryEntry, MemoryType};

@@ -36,9 +36,9 @@
 //! read afresh), so it answers exactly as the fresh lookups would. The snapshot's
 //! ranking may differ from the current one, which any order allows (above).
 
-use foldhash::HashSet;
 use std::sync::Arc;
 
+use foldhash::HashSet;
 use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
 
 use super::{contradiction, dedup};

@@ -18,10 +18,9 @@
 //! (1,000 facts by default), so that work is bounded too.
 
 use std::collections::BTreeSet;
-
-use foldhash::{HashSet, HashSetExt};
 use std::sync::Arc;
 
+use foldhash::{HashSet, HashSetExt};
 use redb::ReadableTable;
 
 use super::near::{Fact, NearFacts, Prefetch, SnapshotTables, facts_order};
