@@ -479,14 +479,14 @@ impl Pending {
     }
 
     /// [`Pending::add_under`] of every posting of the memories `docs` (the tail
-    /// being merged), taking their terms instead of copying them, with room
-    /// made for their terms at once.
+    /// being merged), taking their terms instead of copying them.
+    ///
+    /// The map of terms grows as it goes: a tail's terms are few beside its
+    /// postings (13,458 terms for 579,705 postings in a tail of 15,625 memories
+    /// at 1M), and room made ahead for a share of the postings spread the terms
+    /// over many times the memory they need, each lookup a cache miss.
     pub fn add_docs_under(&mut self, docs: Vec<(u64, super::tail::TailDoc)>) {
         self.by_term();
-        let postings: usize = docs.iter().map(|(_, d)| d.terms.len()).sum();
-        // Most terms recur across memories: a third of the postings is room for
-        // the distinct ones.
-        self.terms.reserve((postings / 3).saturating_sub(self.terms.len()));
         for (docno, doc) in docs {
             for (term, tf) in doc.terms {
                 self.note(docno);
