@@ -345,10 +345,10 @@ struct TermOps {
     /// Final state of each touched posting: `Some((tf, len))` written, `None` removed.
     ops: BTreeMap<u64, Option<(u32, u32)>>,
     /// Postings held before every change in `ops` (those of the tail being
-    /// merged), ascending by docno, none of them in `ops`'s way: where both
-    /// have a docno, `ops` wins. Kept apart because a merge brings every
-    /// posting of thousands of memories, in docno order, where a push is much
-    /// cheaper than a map insert.
+    /// merged), ascending by docno, one per docno; where `ops` has the same
+    /// docno, `ops` wins. Kept apart because a merge brings every posting of
+    /// thousands of memories in docno order, and a push costs much less than
+    /// a map insert.
     under: Vec<Posting>,
     /// Change of the document frequency.
     df: i64,
