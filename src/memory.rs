@@ -349,6 +349,7 @@ impl MemoryBuilder {
             embedder: self.embedder,
             engine: self.engine,
             access_writer: parking_lot::Mutex::new(None),
+            access_active: Arc::new(parking_lot::Mutex::new(false)),
             tail_merger: parking_lot::Mutex::new(None),
             tail_merger_stop: Arc::new(AtomicBool::new(false)),
             prewarm: parking_lot::Mutex::new(None),
@@ -415,6 +416,9 @@ pub struct Memory {
     pub(crate) engine: Option<Arc<dyn CognitiveEngine>>,
     /// The thread writing pending access records, if one was started.
     access_writer: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Whether that thread is taking work: set by the call that starts it,
+    /// cleared by the thread (see [`Memory::write_access_in_background`]).
+    access_active: Arc<parking_lot::Mutex<bool>>,
     /// The thread merging the postings tail in idle time, if one was started
     /// (see [`Settings::idle_tail_merge`]).
     tail_merger: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -654,6 +658,14 @@ impl Memory {
     /// or the close. Its commits are synced while durable writes are going on, else
     /// one in `ACCESS_SYNC_EVERY` and the last of a run (see `docs/DESIGN.md`,
     /// "Access records").
+    ///
+    /// One thread takes the work at a time, while `access_active` is set. The
+    /// thread clears it under its lock, and only after finding few records
+    /// pending under that lock: a call made while the thread was finishing either
+    /// finds the flag still set, and the thread then sees the records that call
+    /// counted before it, or finds it cleared and starts a thread of its own. (A
+    /// thread that had left its loop but not yet finished used to make such a
+    /// call do nothing, leaving the records pending until the next recall.)
     pub(crate) fn write_access_in_background(&self) {
         /// Within this long after a durable write began, every access commit is
         /// synced.
@@ -661,42 +673,70 @@ impl Memory {
         /// Otherwise one access commit in this many is.
         const ACCESS_SYNC_EVERY: u32 = 16;
         use crate::storage::{ACCESS_FLUSH_AT, ACCESS_FLUSH_CHUNK, ACCESS_FLUSH_CHUNK_IDLE};
+        {
+            let mut active = self.access_active.lock();
+            if *active {
+                return;
+            }
+            *active = true;
+        }
         let store = Arc::clone(&self.store);
+        let active = Arc::clone(&self.access_active);
         let durable = self.settings.durable;
-        let started = start_in(&self.access_writer, "soulmem-access", move || {
+        let run = move || {
             let pause = std::time::Duration::from_micros(200);
             let mut unsynced = 0u32;
-            while store.access_pending() > ACCESS_FLUSH_AT / 2 {
-                // Other writers (observes) go first, unless the log grows far past
-                // its bound.
-                if store.writing() && store.access_pending() < 8 * ACCESS_FLUSH_AT {
+            loop {
+                while store.access_pending() > ACCESS_FLUSH_AT / 2 {
+                    // Other writers (observes) go first, unless the log grows far
+                    // past its bound.
+                    if store.writing() && store.access_pending() < 8 * ACCESS_FLUSH_AT {
+                        std::thread::sleep(pause);
+                        continue;
+                    }
+                    // While durable writes are going on, short commits, each
+                    // synced: the next durable commit would otherwise be an
+                    // observe's, and it would wait for every page these commits
+                    // dirtied. Under reads alone, a run in one commit (a commit's
+                    // own cost outweighs its records'), and only the last commit
+                    // of a run and one in `ACCESS_SYNC_EVERY` synced: an fsync
+                    // costs concurrent reads time, and unsynced commits keep redb
+                    // from reusing the pages they free.
+                    let writes = store.durable_write_within(ACCESS_SYNC_WINDOW);
+                    let chunk = if writes { ACCESS_FLUSH_CHUNK } else { ACCESS_FLUSH_CHUNK_IDLE };
+                    let last = store.access_pending()
+                        <= (ACCESS_FLUSH_AT / 2)
+                            .saturating_add(usize::try_from(chunk).unwrap_or(usize::MAX));
+                    let sync = durable && (last || writes || unsynced + 1 >= ACCESS_SYNC_EVERY);
+                    if store.flush_access(chunk, sync).is_err() {
+                        *active.lock() = false;
+                        return;
+                    }
+                    unsynced = if sync { 0 } else { unsynced + 1 };
                     std::thread::sleep(pause);
-                    continue;
                 }
-                // While durable writes are going on, short commits, each synced:
-                // the next durable commit would otherwise be an observe's, and it
-                // would wait for every page these commits dirtied. Under reads
-                // alone, a run in one commit (a commit's own cost outweighs its
-                // records'), and only the last commit of a run and one in
-                // `ACCESS_SYNC_EVERY` synced: an fsync costs concurrent reads
-                // time, and unsynced commits keep redb from reusing the pages
-                // they free.
-                let writes = store.durable_write_within(ACCESS_SYNC_WINDOW);
-                let chunk = if writes { ACCESS_FLUSH_CHUNK } else { ACCESS_FLUSH_CHUNK_IDLE };
-                let last = store.access_pending()
-                    <= (ACCESS_FLUSH_AT / 2)
-                        .saturating_add(usize::try_from(chunk).unwrap_or(usize::MAX));
-                let sync = durable && (last || writes || unsynced + 1 >= ACCESS_SYNC_EVERY);
-                if store.flush_access(chunk, sync).is_err() {
-                    break;
+                #[cfg(test)]
+                std::thread::sleep(tests::access_writer_exit_pause());
+                let mut taking = active.lock();
+                if store.access_pending() <= ACCESS_FLUSH_AT / 2 {
+                    *taking = false;
+                    return;
                 }
-                unsynced = if sync { 0 } else { unsynced + 1 };
-                std::thread::sleep(pause);
+                // Records came in since the loop's last look: write them too.
             }
-        });
-        // No thread: write one chunk here.
-        if started == Started::Failed {
-            let _ = self.store.flush_access(ACCESS_FLUSH_CHUNK, self.settings.durable);
+        };
+        // A thread that cleared the flag may still be finishing: wait for it.
+        let mut slot = self.access_writer.lock();
+        if let Some(done) = slot.take() {
+            let _ = done.join();
+        }
+        match std::thread::Builder::new().name("soulmem-access".into()).spawn(run) {
+            Ok(h) => *slot = Some(h),
+            Err(_) => {
+                *self.access_active.lock() = false;
+                // No thread: write one chunk here.
+                let _ = self.store.flush_access(ACCESS_FLUSH_CHUNK, self.settings.durable);
+            }
         }
     }
 
@@ -1280,5 +1320,66 @@ impl Memory {
         s.graph_nodes = r.txn().open_table(schema::GRAPH_NODES)?.len()?;
         s.graph_edges = r.txn().open_table(schema::GRAPH_EDGES)?.len()?;
         Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    use super::Memory;
+    use crate::model::{MemoryEntry, MemoryType};
+    use crate::read::query::RecallQuery;
+    use crate::storage::ACCESS_FLUSH_AT;
+
+    /// Milliseconds the access writer waits between leaving its loop and looking
+    /// at the pending records once more (0 but in the test that widens that
+    /// window).
+    static EXIT_PAUSE_MS: AtomicU64 = AtomicU64::new(0);
+
+    pub(super) fn access_writer_exit_pause() -> Duration {
+        Duration::from_millis(EXIT_PAUSE_MS.load(Ordering::Relaxed))
+    }
+
+    /// Waits up to `limit` for at most half of `ACCESS_FLUSH_AT` records to be
+    /// pending; whether they were.
+    fn caught_up(mem: &Memory, limit: Duration) -> bool {
+        let t = Instant::now();
+        while mem.pending_accesses() > ACCESS_FLUSH_AT / 2 {
+            if t.elapsed() > limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        true
+    }
+
+    #[test]
+    fn records_counted_while_the_access_writer_finishes_are_written() {
+        let mem = Memory::open_in_memory().expect("open");
+        let entries = (0..20)
+            .map(|i| MemoryEntry::new(MemoryType::Semantic, format!("User drinks tea, cup {i}")))
+            .collect();
+        mem.add_batch(entries).expect("add");
+        let q = RecallQuery::new("tea");
+        // Each recall records an access on each memory it returns.
+        let per_recall = mem.recall(&q).expect("recall").memories.len();
+        assert!(per_recall >= 5, "{per_recall} memories a recall");
+        let recalls_past_the_bound = ACCESS_FLUSH_AT / per_recall + 2;
+        EXIT_PAUSE_MS.store(300, Ordering::Relaxed);
+        for _ in 0..recalls_past_the_bound {
+            mem.recall(&q).expect("recall");
+        }
+        assert!(caught_up(&mem, Duration::from_secs(30)), "the first run never caught up");
+        // The writer has left its loop and waits before it looks again: these
+        // records come in while it finishes, and their recalls ask for a writer.
+        for _ in 0..recalls_past_the_bound {
+            mem.recall(&q).expect("recall");
+        }
+        assert!(mem.pending_accesses() > ACCESS_FLUSH_AT, "{}", mem.pending_accesses());
+        let written = caught_up(&mem, Duration::from_secs(10));
+        EXIT_PAUSE_MS.store(0, Ordering::Relaxed);
+        assert!(written, "records counted while the writer finished stayed pending");
     }
 }
