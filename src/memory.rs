@@ -395,6 +395,20 @@ fn start_in(
     }
 }
 
+/// Clears the access writer's flag if its thread unwinds: a panic would
+/// otherwise leave it set, and no writer would be started again (the records
+/// would wait for the close). A thread that returns clears it itself, under the
+/// lock, and a new one may have set it again by the time this drops.
+struct ClearOnUnwind(Arc<parking_lot::Mutex<bool>>);
+
+impl Drop for ClearOnUnwind {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            *self.0.lock() = false;
+        }
+    }
+}
+
 /// A prewarm running in the background (see `storage/prewarm.rs`).
 #[derive(Debug)]
 struct PrewarmJob {
@@ -684,6 +698,7 @@ impl Memory {
         let active = Arc::clone(&self.access_active);
         let durable = self.settings.durable;
         let run = move || {
+            let _unwinding = ClearOnUnwind(Arc::clone(&active));
             let pause = std::time::Duration::from_micros(200);
             let mut unsynced = 0u32;
             loop {
