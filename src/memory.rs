@@ -348,9 +348,8 @@ impl MemoryBuilder {
             pool: std::sync::OnceLock::new(),
             embedder: self.embedder,
             engine: self.engine,
-            access_writer: parking_lot::Mutex::new(None),
-            access_active: Arc::new(parking_lot::Mutex::new(false)),
-            tail_merger: parking_lot::Mutex::new(None),
+            access_writer: Background::default(),
+            tail_merger: Background::default(),
             tail_merger_stop: Arc::new(AtomicBool::new(false)),
             prewarm: parking_lot::Mutex::new(None),
         };
@@ -359,46 +358,92 @@ impl MemoryBuilder {
     }
 }
 
-/// What [`start_in`] did.
+/// What [`Background::start`] did.
 #[derive(Debug, PartialEq, Eq)]
 enum Started {
-    /// Started `f` on a thread of its own.
+    /// Started the work on a thread of its own.
     Yes,
-    /// The thread in the slot is still running (or another caller holds the
-    /// slot): `f` was dropped.
+    /// A thread is taking work already: the work was dropped.
     Busy,
-    /// No thread could be spawned: `f` was dropped.
+    /// No thread could be spawned: the work was dropped.
     Failed,
 }
 
-/// Starts `f` on a thread named `name`, kept in `slot`, unless the thread there
-/// is still running; a finished one is joined first. The store's background
-/// writers (access records, the idle tail merge) run one thread each this way.
-fn start_in(
-    slot: &parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
-    name: &str,
-    f: impl FnOnce() + Send + 'static,
-) -> Started {
-    let Some(mut slot) = slot.try_lock() else { return Started::Busy };
-    if slot.as_ref().is_some_and(|h| !h.is_finished()) {
-        return Started::Busy;
-    }
-    if let Some(done) = slot.take() {
-        let _ = done.join();
-    }
-    match std::thread::Builder::new().name(name.to_owned()).spawn(f) {
-        Ok(h) => {
-            *slot = Some(h);
-            Started::Yes
+/// One of the store's background threads (access records, the idle tail
+/// merge): started on demand, one at a time.
+///
+/// A thread takes work while `active` is set: the call that starts it sets it,
+/// the thread clears it under its lock after a last look (`more`), so a call
+/// made while the thread was finishing either finds the flag still set, and the
+/// thread then sees what that call changed before it, or finds it cleared and
+/// starts a thread of its own. (Judging by the thread's handle instead, a call
+/// that came after the thread's last look but before its end was dropped:
+/// session 56 saw access records left pending that way.)
+#[derive(Debug, Default)]
+struct Background {
+    thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    active: Arc<parking_lot::Mutex<bool>>,
+}
+
+impl Background {
+    /// Runs `round` on a thread named `name`, unless a thread is taking work.
+    /// After each round that returns `true` the thread asks `more`, under the
+    /// flag's lock, and runs another round while it says so; a round that
+    /// returns `false` (an error, a stop) ends the thread at once.
+    fn start(
+        &self,
+        name: &str,
+        mut round: impl FnMut() -> bool + Send + 'static,
+        more: impl Fn() -> bool + Send + 'static,
+    ) -> Started {
+        {
+            let mut active = self.active.lock();
+            if *active {
+                return Started::Busy;
+            }
+            *active = true;
         }
-        Err(_) => Started::Failed,
+        let active = Arc::clone(&self.active);
+        let run = move || {
+            let _unwinding = ClearOnUnwind(Arc::clone(&active));
+            loop {
+                let go_on = round();
+                #[cfg(test)]
+                std::thread::sleep(tests::background_exit_pause());
+                let mut taking = active.lock();
+                if !go_on || !more() {
+                    *taking = false;
+                    return;
+                }
+            }
+        };
+        // A thread that cleared the flag may still be finishing: wait for it.
+        let mut slot = self.thread.lock();
+        if let Some(done) = slot.take() {
+            let _ = done.join();
+        }
+        match std::thread::Builder::new().name(name.to_owned()).spawn(run) {
+            Ok(h) => {
+                *slot = Some(h);
+                Started::Yes
+            }
+            Err(_) => {
+                *self.active.lock() = false;
+                Started::Failed
+            }
+        }
+    }
+
+    /// The thread last started, if any (for the owner to join when dropped).
+    fn take(&mut self) -> Option<std::thread::JoinHandle<()>> {
+        self.thread.get_mut().take()
     }
 }
 
-/// Clears the access writer's flag if its thread unwinds: a panic would
-/// otherwise leave it set, and no writer would be started again (the records
-/// would wait for the close). A thread that returns clears it itself, under the
-/// lock, and a new one may have set it again by the time this drops.
+/// Clears a [`Background`] flag if its thread unwinds: a panic would otherwise
+/// leave it set, and no thread would be started again. A thread that returns
+/// clears it itself, under the lock, and a new one may have set it again by the
+/// time this drops.
 struct ClearOnUnwind(Arc<parking_lot::Mutex<bool>>);
 
 impl Drop for ClearOnUnwind {
@@ -428,14 +473,11 @@ pub struct Memory {
     pub(crate) pool: std::sync::OnceLock<Option<rayon::ThreadPool>>,
     pub(crate) embedder: Option<Arc<dyn Embedder>>,
     pub(crate) engine: Option<Arc<dyn CognitiveEngine>>,
-    /// The thread writing pending access records, if one was started.
-    access_writer: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// Whether that thread is taking work: set by the call that starts it,
-    /// cleared by the thread (see [`Memory::write_access_in_background`]).
-    access_active: Arc<parking_lot::Mutex<bool>>,
+    /// The thread writing pending access records.
+    access_writer: Background,
     /// The thread merging the postings tail in idle time, if one was started
     /// (see [`Settings::idle_tail_merge`]).
-    tail_merger: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    tail_merger: Background,
     /// Set when the `Memory` is dropped: the merging thread stops.
     tail_merger_stop: Arc<AtomicBool>,
     /// The prewarm thread, until it is waited for.
@@ -450,11 +492,11 @@ impl Drop for Memory {
             job.stop.store(true, Ordering::Relaxed);
             let _ = job.handle.join();
         }
-        if let Some(h) = self.access_writer.get_mut().take() {
+        if let Some(h) = self.access_writer.take() {
             let _ = h.join();
         }
         self.tail_merger_stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.tail_merger.get_mut().take() {
+        if let Some(h) = self.tail_merger.take() {
             h.thread().unpark(); // out of its pause at once
             let _ = h.join();
         }
@@ -546,26 +588,32 @@ impl Memory {
         let store = Arc::clone(&self.store);
         let stopped = Arc::clone(&self.tail_merger_stop);
         let durable = self.settings.durable;
-        // Without a thread the write that fills the tail merges it, as before.
-        let _ = start_in(&self.tail_merger, "soulmem-tail-merge", move || {
-            let pause = (idle / 4)
-                .clamp(std::time::Duration::from_millis(1), std::time::Duration::from_millis(250));
+        let pause = (idle / 4)
+            .clamp(std::time::Duration::from_millis(1), std::time::Duration::from_millis(250));
+        let round = move || {
             while !stopped.load(Ordering::Relaxed) {
                 std::thread::park_timeout(pause);
                 if stopped.load(Ordering::Relaxed) {
-                    return;
+                    return false;
                 }
                 let (held, cap) = store.tail_fill();
                 if !crate::storage::tail::merge_when_idle(held, cap) {
-                    return; // merged by a write meanwhile
+                    return true; // merged by a write meanwhile
                 }
                 if store.idle_for(idle) {
                     // An error leaves the tail for the write that fills it.
-                    let _ = store.write(durable, |w| w.merge_tail());
-                    return;
+                    return store.write(durable, |w| w.merge_tail()).is_ok();
                 }
             }
-        });
+            false
+        };
+        let (store, stopped) = (Arc::clone(&self.store), Arc::clone(&self.tail_merger_stop));
+        let more = move || {
+            let (held, cap) = store.tail_fill();
+            !stopped.load(Ordering::Relaxed) && crate::storage::tail::merge_when_idle(held, cap)
+        };
+        // Without a thread the write that fills the tail merges it, as before.
+        let _ = self.tail_merger.start("soulmem-tail-merge", round, more);
     }
 
     /// After opening: a long tail the store was closed with (as a bulk load
@@ -671,15 +719,8 @@ impl Memory {
     /// thread is already at it. Errors leave the records pending for the next write
     /// or the close. Its commits are synced while durable writes are going on, else
     /// one in `ACCESS_SYNC_EVERY` and the last of a run (see `docs/DESIGN.md`,
-    /// "Access records").
-    ///
-    /// One thread takes the work at a time, while `access_active` is set. The
-    /// thread clears it under its lock, and only after finding few records
-    /// pending under that lock: a call made while the thread was finishing either
-    /// finds the flag still set, and the thread then sees the records that call
-    /// counted before it, or finds it cleared and starts a thread of its own. (A
-    /// thread that had left its loop but not yet finished used to make such a
-    /// call do nothing, leaving the records pending until the next recall.)
+    /// "Access records"). A call made while the thread finishes is not lost
+    /// ([`Background`]).
     pub(crate) fn write_access_in_background(&self) {
         /// Within this long after a durable write began, every access commit is
         /// synced.
@@ -687,71 +728,45 @@ impl Memory {
         /// Otherwise one access commit in this many is.
         const ACCESS_SYNC_EVERY: u32 = 16;
         use crate::storage::{ACCESS_FLUSH_AT, ACCESS_FLUSH_CHUNK, ACCESS_FLUSH_CHUNK_IDLE};
-        {
-            let mut active = self.access_active.lock();
-            if *active {
-                return;
-            }
-            *active = true;
-        }
         let store = Arc::clone(&self.store);
-        let active = Arc::clone(&self.access_active);
         let durable = self.settings.durable;
-        let run = move || {
-            let _unwinding = ClearOnUnwind(Arc::clone(&active));
-            let pause = std::time::Duration::from_micros(200);
-            let mut unsynced = 0u32;
-            loop {
-                while store.access_pending() > ACCESS_FLUSH_AT / 2 {
-                    // Other writers (observes) go first, unless the log grows far
-                    // past its bound.
-                    if store.writing() && store.access_pending() < 8 * ACCESS_FLUSH_AT {
-                        std::thread::sleep(pause);
-                        continue;
-                    }
-                    // While durable writes are going on, short commits, each
-                    // synced: the next durable commit would otherwise be an
-                    // observe's, and it would wait for every page these commits
-                    // dirtied. Under reads alone, a run in one commit (a commit's
-                    // own cost outweighs its records'), and only the last commit
-                    // of a run and one in `ACCESS_SYNC_EVERY` synced: an fsync
-                    // costs concurrent reads time, and unsynced commits keep redb
-                    // from reusing the pages they free.
-                    let writes = store.durable_write_within(ACCESS_SYNC_WINDOW);
-                    let chunk = if writes { ACCESS_FLUSH_CHUNK } else { ACCESS_FLUSH_CHUNK_IDLE };
-                    let last = store.access_pending()
-                        <= (ACCESS_FLUSH_AT / 2)
-                            .saturating_add(usize::try_from(chunk).unwrap_or(usize::MAX));
-                    let sync = durable && (last || writes || unsynced + 1 >= ACCESS_SYNC_EVERY);
-                    if store.flush_access(chunk, sync).is_err() {
-                        *active.lock() = false;
-                        return;
-                    }
-                    unsynced = if sync { 0 } else { unsynced + 1 };
+        let pause = std::time::Duration::from_micros(200);
+        let mut unsynced = 0u32;
+        let round = move || {
+            while store.access_pending() > ACCESS_FLUSH_AT / 2 {
+                // Other writers (observes) go first, unless the log grows far past
+                // its bound.
+                if store.writing() && store.access_pending() < 8 * ACCESS_FLUSH_AT {
                     std::thread::sleep(pause);
+                    continue;
                 }
-                #[cfg(test)]
-                std::thread::sleep(tests::access_writer_exit_pause());
-                let mut taking = active.lock();
-                if store.access_pending() <= ACCESS_FLUSH_AT / 2 {
-                    *taking = false;
-                    return;
+                // While durable writes are going on, short commits, each synced:
+                // the next durable commit would otherwise be an observe's, and it
+                // would wait for every page these commits dirtied. Under reads
+                // alone, a run in one commit (a commit's own cost outweighs its
+                // records'), and only the last commit of a run and one in
+                // `ACCESS_SYNC_EVERY` synced: an fsync costs concurrent reads
+                // time, and unsynced commits keep redb from reusing the pages
+                // they free.
+                let writes = store.durable_write_within(ACCESS_SYNC_WINDOW);
+                let chunk = if writes { ACCESS_FLUSH_CHUNK } else { ACCESS_FLUSH_CHUNK_IDLE };
+                let last = store.access_pending()
+                    <= (ACCESS_FLUSH_AT / 2)
+                        .saturating_add(usize::try_from(chunk).unwrap_or(usize::MAX));
+                let sync = durable && (last || writes || unsynced + 1 >= ACCESS_SYNC_EVERY);
+                if store.flush_access(chunk, sync).is_err() {
+                    return false;
                 }
-                // Records came in since the loop's last look: write them too.
+                unsynced = if sync { 0 } else { unsynced + 1 };
+                std::thread::sleep(pause);
             }
+            true
         };
-        // A thread that cleared the flag may still be finishing: wait for it.
-        let mut slot = self.access_writer.lock();
-        if let Some(done) = slot.take() {
-            let _ = done.join();
-        }
-        match std::thread::Builder::new().name("soulmem-access".into()).spawn(run) {
-            Ok(h) => *slot = Some(h),
-            Err(_) => {
-                *self.access_active.lock() = false;
-                // No thread: write one chunk here.
-                let _ = self.store.flush_access(ACCESS_FLUSH_CHUNK, self.settings.durable);
-            }
+        let store = Arc::clone(&self.store);
+        let more = move || store.access_pending() > ACCESS_FLUSH_AT / 2;
+        // No thread: write one chunk here.
+        if self.access_writer.start("soulmem-access", round, more) == Started::Failed {
+            let _ = self.store.flush_access(ACCESS_FLUSH_CHUNK, self.settings.durable);
         }
     }
 
@@ -1348,12 +1363,11 @@ mod tests {
     use crate::read::query::RecallQuery;
     use crate::storage::ACCESS_FLUSH_AT;
 
-    /// Milliseconds the access writer waits between leaving its loop and looking
-    /// at the pending records once more (0 but in the test that widens that
-    /// window).
+    /// Milliseconds a background thread waits between the end of a round and
+    /// its last look (0 but in the test that widens that window).
     static EXIT_PAUSE_MS: AtomicU64 = AtomicU64::new(0);
 
-    pub(super) fn access_writer_exit_pause() -> Duration {
+    pub(super) fn background_exit_pause() -> Duration {
         Duration::from_millis(EXIT_PAUSE_MS.load(Ordering::Relaxed))
     }
 
@@ -1382,13 +1396,16 @@ mod tests {
         let per_recall = mem.recall(&q).expect("recall").memories.len();
         assert!(per_recall >= 5, "{per_recall} memories a recall");
         let recalls_past_the_bound = ACCESS_FLUSH_AT / per_recall + 2;
-        EXIT_PAUSE_MS.store(300, Ordering::Relaxed);
+        EXIT_PAUSE_MS.store(600, Ordering::Relaxed);
         for _ in 0..recalls_past_the_bound {
             mem.recall(&q).expect("recall");
         }
         assert!(caught_up(&mem, Duration::from_secs(30)), "the first run never caught up");
-        // The writer has left its loop and waits before it looks again: these
-        // records come in while it finishes, and their recalls ask for a writer.
+        // The round may still be in its loop (it looks again after each commit):
+        // give it time to leave it. The thread then waits before its last look:
+        // these records come in while it finishes, and their recalls ask for a
+        // writer.
+        std::thread::sleep(Duration::from_millis(100));
         for _ in 0..recalls_past_the_bound {
             mem.recall(&q).expect("recall");
         }
